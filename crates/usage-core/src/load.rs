@@ -1,0 +1,492 @@
+//! Records that load data (contract section 8): parsing, event ids, batches.
+//!
+//! A [`Record`] is a parsed record of one [`RecordKind`], its values in the kind's field
+//! order. [`parse_record`] checks one JSON object against its kind's table; [`ingest`]
+//! validates a whole `Ingest` request (all-or-nothing, every violation of the first 20 bad
+//! records).
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::error::{suggestion, JsonPath, Rule, Violation, UNKNOWN_KEY_RANK};
+use crate::plan::Limits;
+use crate::schema::records::{kind_names, RecordKind, RecordType};
+use crate::time::{Date, Timestamp};
+use crate::validate::{finish, missing, too_many};
+use crate::wire::decode::read_int;
+use crate::wire::specs::INGEST;
+use crate::wire::IngestRequest;
+
+/// How many bad records an Ingest answer or an import lists.
+pub const MAX_REPORTED_RECORDS: usize = 20;
+
+/// A parsed value of a record field.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FieldValue {
+    /// The field was not given (optional fields only).
+    Absent,
+    /// Text or an enum identifier.
+    Text(String),
+    /// An instant (`hour`, `timestamp`, `signup_time`, cycle bounds).
+    Time(Timestamp),
+    /// A day.
+    Day(Date),
+    /// A count.
+    Count(i64),
+    /// A boolean.
+    Bool(bool),
+    /// Group ids.
+    Groups(Vec<String>),
+}
+
+impl FieldValue {
+    /// The text, if this is text.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            FieldValue::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The count, if this is a count.
+    pub fn as_count(&self) -> Option<i64> {
+        match self {
+            FieldValue::Count(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The instant, if this is a time (a day is its start).
+    pub fn as_time(&self) -> Option<Timestamp> {
+        match self {
+            FieldValue::Time(t) => Some(*t),
+            FieldValue::Day(d) => Some(d.start()),
+            _ => None,
+        }
+    }
+
+    /// The boolean, if this is one.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            FieldValue::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The JSON form: times as RFC 3339 UTC, days as `YYYY-MM-DD`, counts as numbers.
+    pub fn to_json(&self) -> Value {
+        match self {
+            FieldValue::Absent => Value::Null,
+            FieldValue::Text(s) => Value::String(s.clone()),
+            FieldValue::Time(t) => Value::String(t.to_rfc3339()),
+            FieldValue::Day(d) => Value::String(d.to_iso()),
+            FieldValue::Count(n) => Value::from(*n),
+            FieldValue::Bool(b) => Value::Bool(*b),
+            FieldValue::Groups(g) => Value::Array(g.iter().cloned().map(Value::String).collect()),
+        }
+    }
+}
+
+/// A parsed record: one value per field of its kind, in the kind's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    kind: &'static RecordKind,
+    values: Vec<FieldValue>,
+}
+
+impl Record {
+    /// A record from values in the kind's field order.
+    ///
+    /// # Panics
+    /// When the number of values is not the number of the kind's fields.
+    pub fn from_values(kind: &'static RecordKind, values: Vec<FieldValue>) -> Record {
+        assert_eq!(values.len(), kind.fields.len(), "values of {}", kind.name);
+        Record { kind, values }
+    }
+
+    /// The record's kind.
+    pub fn kind(&self) -> &'static RecordKind {
+        self.kind
+    }
+
+    /// The values, in the kind's field order.
+    pub fn values(&self) -> &[FieldValue] {
+        &self.values
+    }
+
+    /// The value of a field (`Absent` for an unknown name).
+    pub fn get(&self, name: &str) -> &FieldValue {
+        static ABSENT: FieldValue = FieldValue::Absent;
+        self.kind.position(name).map_or(&ABSENT, |i| &self.values[i])
+    }
+
+    /// The text of a field, or `""`.
+    pub fn text(&self, name: &str) -> &str {
+        self.get(name).as_text().unwrap_or("")
+    }
+
+    /// The count of a field, or 0.
+    pub fn count(&self, name: &str) -> i64 {
+        self.get(name).as_count().unwrap_or(0)
+    }
+
+    /// The record's time, if its kind has one.
+    pub fn time(&self) -> Option<Timestamp> {
+        self.get(self.kind.time?).as_time()
+    }
+
+    /// The identity key: the values of the identity fields, joined unambiguously.
+    pub fn identity(&self) -> String {
+        let mut key = String::new();
+        for name in self.kind.identity {
+            let v = self.get(name);
+            let part = match v {
+                FieldValue::Text(s) => s.clone(),
+                other => other.to_json().to_string(),
+            };
+            key.push_str(&part.len().to_string());
+            key.push(':');
+            key.push_str(&part);
+        }
+        key
+    }
+
+    /// The JSON object of the given fields (times RFC 3339 UTC, counts as numbers), in the
+    /// kind's field order.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        for (f, v) in self.kind.fields.iter().zip(&self.values) {
+            if *v != FieldValue::Absent {
+                m.insert(f.name.to_string(), v.to_json());
+            }
+        }
+        m
+    }
+
+    /// The canonical JSON of the given fields except `id`: keys sorted bytewise, no
+    /// whitespace (contract section 8).
+    pub fn canonical_json(&self) -> String {
+        let mut pairs: Vec<(&str, Value)> = self
+            .kind
+            .fields
+            .iter()
+            .zip(&self.values)
+            .filter(|(f, v)| f.name != "id" && **v != FieldValue::Absent)
+            .map(|(f, v)| (f.name, v.to_json()))
+            .collect();
+        pairs.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let mut out = String::from("{");
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&Value::String((*k).to_string()).to_string());
+            out.push(':');
+            out.push_str(&v.to_string());
+        }
+        out.push('}');
+        out
+    }
+}
+
+/// The lowercase hex SHA-256 of a string.
+pub fn sha256_hex(s: &str) -> String {
+    let digest = Sha256::digest(s.as_bytes());
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// Parses one record of `kind` from a JSON value; `at` is the record's path.
+///
+/// Events without `id` get the hash of their canonical JSON as id.
+///
+/// # Errors
+/// Every violation of the record: unknown fields, missing required fields, values that
+/// do not parse for their type.
+pub fn parse_record(kind: &'static RecordKind, value: &Value, at: &JsonPath) -> Result<Record, Vec<Violation>> {
+    let mut v = Vec::new();
+    let Some(obj) = value.as_object() else {
+        let msg = format!("a {} record must be a JSON object", kind.name);
+        return Err(vec![Violation::new(at.clone(), Rule::InvalidValue, msg)]);
+    };
+    let mut unknown_rank = UNKNOWN_KEY_RANK;
+    for key in obj.keys() {
+        if kind.field(key).is_none() {
+            let names: Vec<_> = kind.fields.iter().map(|f| f.name).collect();
+            let msg = format!(
+                "unknown field `{key}` of a {} record (fields: {}){}",
+                kind.name,
+                names.join(", "),
+                suggestion(key, names.iter().copied())
+            );
+            v.push(Violation::new(at.key(key.clone(), unknown_rank), Rule::UnknownField, msg));
+            unknown_rank += 1;
+        }
+    }
+    let mut values = Vec::with_capacity(kind.fields.len());
+    for (rank, f) in kind.fields.iter().enumerate() {
+        let path = at.key(f.name, rank as u32);
+        let given = obj.get(f.name).filter(|x| !x.is_null());
+        let parsed = match given {
+            None => {
+                if f.required {
+                    v.push(missing(path, &format!(" in a {} record", kind.name)));
+                }
+                FieldValue::Absent
+            }
+            Some(x) => match parse_field(f.ty, f.required, x) {
+                Ok(p) => p,
+                Err((rule, msg)) => {
+                    let msg = format!("`{}`: {msg}", f.name);
+                    v.push(Violation::new(path, rule, msg));
+                    FieldValue::Absent
+                }
+            },
+        };
+        values.push(parsed);
+    }
+    if !v.is_empty() {
+        return Err(v);
+    }
+    let mut record = Record { kind, values };
+    if kind.is_event() && record.get("id") == &FieldValue::Absent {
+        let id = sha256_hex(&record.canonical_json());
+        let i = kind.position("id").expect("events have an id field");
+        record.values[i] = FieldValue::Text(id);
+    }
+    Ok(record)
+}
+
+fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, (Rule, String)> {
+    let kind_err = |what: &str| (Rule::InvalidValue, format!("expected {what}, got {}", crate::wire::decode::kind_name(x)));
+    let text = || -> Result<&str, (Rule, String)> {
+        match x {
+            Value::String(s) if s.is_empty() && required => Err((Rule::MissingField, "is required; got \"\"".into())),
+            Value::String(s) => Ok(s),
+            _ => Err(kind_err("a string")),
+        }
+    };
+    match ty {
+        RecordType::Text => Ok(FieldValue::Text(text()?.to_string())),
+        RecordType::Timestamp | RecordType::Hour => {
+            let s = text()?;
+            let t = Timestamp::parse_rfc3339(s)
+                .ok_or_else(|| (Rule::InvalidValue, format!("\"{s}\" is not an RFC 3339 timestamp")))?;
+            if ty == RecordType::Hour && !t.is_hour_start() {
+                return Err((Rule::InvalidValue, format!("\"{s}\" is not the start of an hour (minutes and seconds must be 0 in UTC)")));
+            }
+            Ok(FieldValue::Time(t))
+        }
+        RecordType::Day => {
+            let s = text()?;
+            Date::parse(s)
+                .map(FieldValue::Day)
+                .ok_or_else(|| (Rule::InvalidValue, format!("\"{s}\" is not a day YYYY-MM-DD")))
+        }
+        RecordType::Count => match x {
+            Value::Number(_) | Value::String(_) => {
+                let n = read_int(x).map_err(|m| (Rule::InvalidValue, m))?;
+                if n < 0 {
+                    return Err((Rule::InvalidValue, format!("{n} is negative; counts are integers >= 0")));
+                }
+                Ok(FieldValue::Count(n))
+            }
+            _ => Err(kind_err("an integer (a number or a decimal string)")),
+        },
+        RecordType::Bool => match x {
+            Value::Bool(b) => Ok(FieldValue::Bool(*b)),
+            _ => Err(kind_err("a boolean")),
+        },
+        RecordType::Enum(ids) => {
+            let s = text()?;
+            if ids.contains(&s) {
+                Ok(FieldValue::Text(s.to_string()))
+            } else {
+                Err((
+                    Rule::UnknownEnumValue,
+                    format!("unknown value `{s}` (allowed: {}){}", ids.join(", "), suggestion(s, ids.iter().copied())),
+                ))
+            }
+        }
+        RecordType::GroupIds => match x {
+            Value::Array(a) => {
+                let mut out = Vec::with_capacity(a.len());
+                for e in a {
+                    match e {
+                        Value::String(s) if !s.is_empty() => out.push(s.clone()),
+                        _ => return Err(kind_err("an array of non-empty group ids")),
+                    }
+                }
+                Ok(FieldValue::Groups(out))
+            }
+            _ => Err(kind_err("an array of group ids")),
+        },
+    }
+}
+
+/// A validated batch of records of one kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// The kind.
+    pub kind: &'static RecordKind,
+    /// The records, in the order sent (later ones win on equal identity).
+    pub records: Vec<Record>,
+}
+
+/// Validates an `Ingest` request: the kind, the record limit, and each record.
+///
+/// # Errors
+/// Every violation: `kind` missing or unknown, too many records, and every violation of
+/// the first [`MAX_REPORTED_RECORDS`] bad records (paths `records[i].field`).
+pub fn ingest(req: &IngestRequest, limits: &Limits) -> Result<Batch, Vec<Violation>> {
+    let mut v = Vec::new();
+    let root = JsonPath::root();
+    let kpath = INGEST.path(&root, "kind");
+    let rpath = INGEST.path(&root, "records");
+    let kind = match req.kind.as_deref() {
+        None => {
+            v.push(missing(kpath, &format!(": one of {}", kind_names().join(", "))));
+            None
+        }
+        Some(k) => match RecordKind::by_name(k) {
+            Some(kind) => Some(kind),
+            None => {
+                let names = kind_names();
+                let msg = format!(
+                    "`kind`: unknown record kind `{k}` (allowed: {}){}",
+                    names.join(", "),
+                    suggestion(k, names.iter().copied())
+                );
+                v.push(Violation::new(kpath, Rule::UnknownEnumValue, msg));
+                None
+            }
+        },
+    };
+    if req.records.len() > limits.ingest_records {
+        v.push(too_many(rpath.clone(), req.records.len(), limits.ingest_records));
+    }
+    let mut records = Vec::with_capacity(req.records.len());
+    if let Some(kind) = kind {
+        let mut bad = 0;
+        for (i, r) in req.records.iter().enumerate() {
+            match parse_record(kind, r, &rpath.index(i)) {
+                Ok(rec) => records.push(rec),
+                Err(errs) => {
+                    bad += 1;
+                    if bad <= MAX_REPORTED_RECORDS {
+                        v.extend(errs);
+                    }
+                }
+            }
+        }
+    }
+    finish(v, || Batch { kind: kind.expect("a kind when there is no violation"), records })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::records::{AGENT_RUNS, AUTOCOMPLETE, CHAT, USERS};
+    use serde_json::json;
+
+    fn paths(r: Result<Record, Vec<Violation>>) -> Vec<(String, &'static str)> {
+        r.unwrap_err().iter().map(|v| (v.path(), v.rule().as_str())).collect()
+    }
+
+    #[test]
+    fn autocomplete_record() {
+        let r = parse_record(
+            &AUTOCOMPLETE,
+            &json!({"api_key":"k","hour":"2025-05-01T13:30:00+05:30","language":"PYTHON","ide":"vscode","version":"1.2.0",
+                    "num_acceptances":"5","num_lines_accepted":6,"num_bytes_accepted":7}),
+            &JsonPath::root(),
+        )
+        .unwrap();
+        assert_eq!(r.time().unwrap().to_rfc3339(), "2025-05-01T08:00:00Z");
+        assert_eq!(r.count("num_acceptances"), 5);
+    }
+
+    #[test]
+    fn record_violations() {
+        let at = JsonPath::root().key("records", 2).index(3);
+        let got = paths(parse_record(
+            &AUTOCOMPLETE,
+            &json!({"api_key":"","hour":"2025-05-01T13:30:00Z","language":"PYTHON","ide":5,"version":"1",
+                    "num_acceptances":-1,"num_lines_accepted":1.5,"bogus":1}),
+            &at,
+        ));
+        assert_eq!(
+            got,
+            [
+                ("records[3].bogus".to_string(), "unknown_field"),
+                ("records[3].api_key".to_string(), "missing_field"),
+                ("records[3].hour".to_string(), "invalid_value"),
+                ("records[3].ide".to_string(), "invalid_value"),
+                ("records[3].num_acceptances".to_string(), "invalid_value"),
+                ("records[3].num_lines_accepted".to_string(), "invalid_value"),
+                ("records[3].num_bytes_accepted".to_string(), "missing_field"),
+            ]
+        );
+    }
+
+    #[test]
+    fn event_id_is_hash_of_canonical_json() {
+        let body = json!({"api_key":"k","timestamp":"2025-05-01T13:00:00.500+00:00","ide_type":"editor","model":"m",
+                          "mode":"UNKNOWN","messages_sent":"3","agent_id":"a","prompts_used":100});
+        let r = parse_record(&AGENT_RUNS, &body, &JsonPath::root()).unwrap();
+        let canon = r.canonical_json();
+        assert_eq!(
+            canon,
+            r#"{"agent_id":"a","api_key":"k","ide_type":"editor","messages_sent":3,"mode":"UNKNOWN","model":"m","prompts_used":100,"timestamp":"2025-05-01T13:00:00.5Z"}"#
+        );
+        assert_eq!(r.text("id"), sha256_hex(&canon));
+        assert_eq!(r.text("id").len(), 64);
+        // The same event with the integer as a number hashes the same.
+        let mut body2 = body.clone();
+        body2["messages_sent"] = json!(3);
+        assert_eq!(parse_record(&AGENT_RUNS, &body2, &JsonPath::root()).unwrap().text("id"), r.text("id"));
+    }
+
+    #[test]
+    fn explicit_id_is_kept() {
+        let r = parse_record(
+            &CHAT,
+            &json!({"id":"e1","api_key":"k","timestamp":"2025-05-01T13:00:00Z","model_id":"m","ide":"i","version":"1",
+                    "latest_intent_type":"CHAT_INTENT_GENERIC","num_chats_received":1,"chat_accepted":true,
+                    "chat_inserted_at_cursor":false,"chat_applied":false,"chat_loc_used":0}),
+            &JsonPath::root(),
+        )
+        .unwrap();
+        assert_eq!(r.text("id"), "e1");
+        assert_eq!(r.identity(), "2:e1");
+    }
+
+    #[test]
+    fn users_defaults_and_enums() {
+        let r = parse_record(&USERS, &json!({"email":"a@b","name":"A","api_key":"k"}), &JsonPath::root()).unwrap();
+        assert_eq!(r.get("team_status"), &FieldValue::Absent);
+        let got = paths(parse_record(
+            &USERS,
+            &json!({"email":"a@b","name":"A","api_key":"k","team_status":"APPROVED","groups":["g",""]}),
+            &JsonPath::root(),
+        ));
+        assert_eq!(got, [("team_status".to_string(), "unknown_enum_value"), ("groups".to_string(), "invalid_value")]);
+    }
+
+    #[test]
+    fn ingest_reports_kind_and_first_twenty_bad_records() {
+        let req = IngestRequest { service_key: None, kind: Some("autocomplet".into()), records: vec![] };
+        let e = ingest(&req, &Limits::default()).unwrap_err();
+        assert_eq!(e[0].rule(), Rule::UnknownEnumValue);
+        assert!(e[0].message().contains("did you mean `autocomplete`?"), "{}", e[0].message());
+        let req = IngestRequest { service_key: None, kind: Some("groups".into()), records: vec![json!({}); 25] };
+        let e = ingest(&req, &Limits::default()).unwrap_err();
+        assert_eq!(e.len(), 40);
+        assert_eq!(e.last().unwrap().path(), "records[19].group_name");
+        let req = IngestRequest { service_key: None, kind: Some("groups".into()), records: vec![] };
+        assert_eq!(ingest(&req, &Limits::default()).unwrap().records.len(), 0);
+    }
+}
