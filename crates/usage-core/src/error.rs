@@ -200,7 +200,11 @@ pub struct Violation {
 impl Violation {
     /// A violation of `rule` at `path`.
     pub fn new(path: JsonPath, rule: Rule, message: impl Into<String>) -> Violation {
-        Violation { path, rule, message: message.into() }
+        Violation {
+            path,
+            rule,
+            message: message.into(),
+        }
     }
 
     /// The JSON path into the request, e.g. `query_requests[0].selections[2].aggregation_function`;
@@ -258,7 +262,10 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The closest candidate to `given`, if one is close enough to be a likely typo.
-pub(crate) fn did_you_mean<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn did_you_mean<'a>(
+    given: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let given_l = given.to_ascii_lowercase();
     candidates
         .into_iter()
@@ -282,7 +289,12 @@ mod tests {
 
     #[test]
     fn path_display() {
-        let p = JsonPath::root().key("query_requests", 4).index(0).key("selections", 1).index(2).key("field", 0);
+        let p = JsonPath::root()
+            .key("query_requests", 4)
+            .index(0)
+            .key("selections", 1)
+            .index(2)
+            .key("field", 0);
         assert_eq!(p.to_string(), "query_requests[0].selections[2].field");
         assert_eq!(JsonPath::root().to_string(), "");
     }
@@ -296,7 +308,11 @@ mod tests {
             Violation::new(fil.index(0).key("name", 0), Rule::UnknownField, "b"),
             Violation::new(sel.index(1).key("field", 0), Rule::UnknownField, "a2"),
             Violation::new(sel.clone(), Rule::MixedAggregation, "a0"),
-            Violation::new(sel.index(0).key("zzz", UNKNOWN_KEY_RANK), Rule::UnknownField, "a1"),
+            Violation::new(
+                sel.index(0).key("zzz", UNKNOWN_KEY_RANK),
+                Rule::UnknownField,
+                "a1",
+            ),
         ];
         sort_violations(&mut v);
         let m: Vec<_> = v.iter().map(|v| v.message()).collect();
@@ -305,14 +321,24 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(did_you_mean("agregations", ["aggregations", "selections"]), Some("aggregations"));
+        assert_eq!(
+            did_you_mean("agregations", ["aggregations", "selections"]),
+            Some("aggregations")
+        );
         assert_eq!(did_you_mean("xyz", ["aggregations", "selections"]), None);
-        assert_eq!(did_you_mean("dataSorce", ["data_source", "dataSource"]), Some("dataSource"));
+        assert_eq!(
+            did_you_mean("dataSorce", ["data_source", "dataSource"]),
+            Some("dataSource")
+        );
     }
 
     #[test]
     fn display_is_readable() {
-        let v = Violation::new(JsonPath::root().key("emails", 0), Rule::ConflictingFields, "no");
+        let v = Violation::new(
+            JsonPath::root().key("emails", 0),
+            Rule::ConflictingFields,
+            "no",
+        );
         assert_eq!(v.to_string(), "emails: conflicting_fields: no");
         let v = Violation::new(JsonPath::root(), Rule::MalformedJson, "bad");
         assert_eq!(v.to_string(), "(body): malformed_json: bad");

@@ -19,7 +19,11 @@ pub trait WireEnum: Copy + Eq + fmt::Debug + Send + Sync + 'static {
 
     /// The allowed identifiers, comma-separated, for messages.
     fn allowed() -> String {
-        Self::ALL.iter().map(|v| v.identifier()).collect::<Vec<_>>().join(", ")
+        Self::ALL
+            .iter()
+            .map(|v| v.identifier())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -96,7 +100,11 @@ pub struct UnknownIdentifier {
 impl UnknownIdentifier {
     /// The error for `given`, listing the identifiers of `T`.
     pub fn new<T: WireEnum>(given: &str) -> UnknownIdentifier {
-        UnknownIdentifier { what: T::WHAT, given: given.to_string(), allowed: T::allowed() }
+        UnknownIdentifier {
+            what: T::WHAT,
+            given: given.to_string(),
+            allowed: T::allowed(),
+        }
     }
 }
 

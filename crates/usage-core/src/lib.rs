@@ -33,6 +33,7 @@
 #![deny(missing_docs)]
 
 pub mod error;
+pub mod eval;
 pub mod ident;
 pub mod load;
 pub mod plan;

@@ -8,14 +8,14 @@
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::error::{suggestion, JsonPath, Rule, Violation, UNKNOWN_KEY_RANK};
+use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, suggestion};
 use crate::plan::Limits;
-use crate::schema::records::{kind_names, RecordKind, RecordType};
+use crate::schema::records::{RecordKind, RecordType, kind_names};
 use crate::time::{Date, Timestamp};
 use crate::validate::{finish, missing, too_many};
+use crate::wire::IngestRequest;
 use crate::wire::decode::read_int;
 use crate::wire::specs::INGEST;
-use crate::wire::IngestRequest;
 
 /// How many bad records an Ingest answer or an import lists.
 pub const MAX_REPORTED_RECORDS: usize = 20;
@@ -117,7 +117,9 @@ impl Record {
     /// The value of a field (`Absent` for an unknown name).
     pub fn get(&self, name: &str) -> &FieldValue {
         static ABSENT: FieldValue = FieldValue::Absent;
-        self.kind.position(name).map_or(&ABSENT, |i| &self.values[i])
+        self.kind
+            .position(name)
+            .map_or(&ABSENT, |i| &self.values[i])
     }
 
     /// The text of a field, or `""`.
@@ -206,7 +208,11 @@ pub fn sha256_hex(s: &str) -> String {
 /// # Errors
 /// Every violation of the record: unknown fields, missing required fields, values that
 /// do not parse for their type.
-pub fn parse_record(kind: &'static RecordKind, value: &Value, at: &JsonPath) -> Result<Record, Vec<Violation>> {
+pub fn parse_record(
+    kind: &'static RecordKind,
+    value: &Value,
+    at: &JsonPath,
+) -> Result<Record, Vec<Violation>> {
     let mut v = Vec::new();
     let Some(obj) = value.as_object() else {
         let msg = format!("a {} record must be a JSON object", kind.name);
@@ -222,7 +228,11 @@ pub fn parse_record(kind: &'static RecordKind, value: &Value, at: &JsonPath) -> 
                 names.join(", "),
                 suggestion(key, names.iter().copied())
             );
-            v.push(Violation::new(at.key(key.clone(), unknown_rank), Rule::UnknownField, msg));
+            v.push(Violation::new(
+                at.key(key.clone(), unknown_rank),
+                Rule::UnknownField,
+                msg,
+            ));
             unknown_rank += 1;
         }
     }
@@ -261,10 +271,17 @@ pub fn parse_record(kind: &'static RecordKind, value: &Value, at: &JsonPath) -> 
 }
 
 fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, (Rule, String)> {
-    let kind_err = |what: &str| (Rule::InvalidValue, format!("expected {what}, got {}", crate::wire::decode::kind_name(x)));
+    let kind_err = |what: &str| {
+        (
+            Rule::InvalidValue,
+            format!("expected {what}, got {}", crate::wire::decode::kind_name(x)),
+        )
+    };
     let text = || -> Result<&str, (Rule, String)> {
         match x {
-            Value::String(s) if s.is_empty() && required => Err((Rule::MissingField, "is required; got \"\"".into())),
+            Value::String(s) if s.is_empty() && required => {
+                Err((Rule::MissingField, "is required; got \"\"".into()))
+            }
             Value::String(s) => Ok(s),
             _ => Err(kind_err("a string")),
         }
@@ -273,24 +290,39 @@ fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, 
         RecordType::Text => Ok(FieldValue::Text(text()?.to_string())),
         RecordType::Timestamp | RecordType::Hour => {
             let s = text()?;
-            let t = Timestamp::parse_rfc3339(s)
-                .ok_or_else(|| (Rule::InvalidValue, format!("\"{s}\" is not an RFC 3339 timestamp")))?;
+            let t = Timestamp::parse_rfc3339(s).ok_or_else(|| {
+                (
+                    Rule::InvalidValue,
+                    format!("\"{s}\" is not an RFC 3339 timestamp"),
+                )
+            })?;
             if ty == RecordType::Hour && !t.is_hour_start() {
-                return Err((Rule::InvalidValue, format!("\"{s}\" is not the start of an hour (minutes and seconds must be 0 in UTC)")));
+                return Err((
+                    Rule::InvalidValue,
+                    format!(
+                        "\"{s}\" is not the start of an hour (minutes and seconds must be 0 in UTC)"
+                    ),
+                ));
             }
             Ok(FieldValue::Time(t))
         }
         RecordType::Day => {
             let s = text()?;
-            Date::parse(s)
-                .map(FieldValue::Day)
-                .ok_or_else(|| (Rule::InvalidValue, format!("\"{s}\" is not a day YYYY-MM-DD")))
+            Date::parse(s).map(FieldValue::Day).ok_or_else(|| {
+                (
+                    Rule::InvalidValue,
+                    format!("\"{s}\" is not a day YYYY-MM-DD"),
+                )
+            })
         }
         RecordType::Count => match x {
             Value::Number(_) | Value::String(_) => {
                 let n = read_int(x).map_err(|m| (Rule::InvalidValue, m))?;
                 if n < 0 {
-                    return Err((Rule::InvalidValue, format!("{n} is negative; counts are integers >= 0")));
+                    return Err((
+                        Rule::InvalidValue,
+                        format!("{n} is negative; counts are integers >= 0"),
+                    ));
                 }
                 Ok(FieldValue::Count(n))
             }
@@ -307,7 +339,11 @@ fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, 
             } else {
                 Err((
                     Rule::UnknownEnumValue,
-                    format!("unknown value `{s}` (allowed: {}){}", ids.join(", "), suggestion(s, ids.iter().copied())),
+                    format!(
+                        "unknown value `{s}` (allowed: {}){}",
+                        ids.join(", "),
+                        suggestion(s, ids.iter().copied())
+                    ),
                 ))
             }
         }
@@ -348,7 +384,10 @@ pub fn ingest(req: &IngestRequest, limits: &Limits) -> Result<Batch, Vec<Violati
     let rpath = INGEST.path(&root, "records");
     let kind = match req.kind.as_deref() {
         None => {
-            v.push(missing(kpath, &format!(": one of {}", kind_names().join(", "))));
+            v.push(missing(
+                kpath,
+                &format!(": one of {}", kind_names().join(", ")),
+            ));
             None
         }
         Some(k) => match RecordKind::by_name(k) {
@@ -366,7 +405,11 @@ pub fn ingest(req: &IngestRequest, limits: &Limits) -> Result<Batch, Vec<Violati
         },
     };
     if req.records.len() > limits.ingest_records {
-        v.push(too_many(rpath.clone(), req.records.len(), limits.ingest_records));
+        v.push(too_many(
+            rpath.clone(),
+            req.records.len(),
+            limits.ingest_records,
+        ));
     }
     let mut records = Vec::with_capacity(req.records.len());
     if let Some(kind) = kind {
@@ -383,7 +426,10 @@ pub fn ingest(req: &IngestRequest, limits: &Limits) -> Result<Batch, Vec<Violati
             }
         }
     }
-    finish(v, || Batch { kind: kind.expect("a kind when there is no violation"), records })
+    finish(v, || Batch {
+        kind: kind.expect("a kind when there is no violation"),
+        records,
+    })
 }
 
 #[cfg(test)]
@@ -393,7 +439,10 @@ mod tests {
     use serde_json::json;
 
     fn paths(r: Result<Record, Vec<Violation>>) -> Vec<(String, &'static str)> {
-        r.unwrap_err().iter().map(|v| (v.path(), v.rule().as_str())).collect()
+        r.unwrap_err()
+            .iter()
+            .map(|v| (v.path(), v.rule().as_str()))
+            .collect()
     }
 
     #[test]
@@ -447,7 +496,12 @@ mod tests {
         // The same event with the integer as a number hashes the same.
         let mut body2 = body.clone();
         body2["messages_sent"] = json!(3);
-        assert_eq!(parse_record(&AGENT_RUNS, &body2, &JsonPath::root()).unwrap().text("id"), r.text("id"));
+        assert_eq!(
+            parse_record(&AGENT_RUNS, &body2, &JsonPath::root())
+                .unwrap()
+                .text("id"),
+            r.text("id")
+        );
     }
 
     #[test]
@@ -466,27 +520,54 @@ mod tests {
 
     #[test]
     fn users_defaults_and_enums() {
-        let r = parse_record(&USERS, &json!({"email":"a@b","name":"A","api_key":"k"}), &JsonPath::root()).unwrap();
+        let r = parse_record(
+            &USERS,
+            &json!({"email":"a@b","name":"A","api_key":"k"}),
+            &JsonPath::root(),
+        )
+        .unwrap();
         assert_eq!(r.get("team_status"), &FieldValue::Absent);
         let got = paths(parse_record(
             &USERS,
             &json!({"email":"a@b","name":"A","api_key":"k","team_status":"APPROVED","groups":["g",""]}),
             &JsonPath::root(),
         ));
-        assert_eq!(got, [("team_status".to_string(), "unknown_enum_value"), ("groups".to_string(), "invalid_value")]);
+        assert_eq!(
+            got,
+            [
+                ("team_status".to_string(), "unknown_enum_value"),
+                ("groups".to_string(), "invalid_value")
+            ]
+        );
     }
 
     #[test]
     fn ingest_reports_kind_and_first_twenty_bad_records() {
-        let req = IngestRequest { service_key: None, kind: Some("autocomplet".into()), records: vec![] };
+        let req = IngestRequest {
+            service_key: None,
+            kind: Some("autocomplet".into()),
+            records: vec![],
+        };
         let e = ingest(&req, &Limits::default()).unwrap_err();
         assert_eq!(e[0].rule(), Rule::UnknownEnumValue);
-        assert!(e[0].message().contains("did you mean `autocomplete`?"), "{}", e[0].message());
-        let req = IngestRequest { service_key: None, kind: Some("groups".into()), records: vec![json!({}); 25] };
+        assert!(
+            e[0].message().contains("did you mean `autocomplete`?"),
+            "{}",
+            e[0].message()
+        );
+        let req = IngestRequest {
+            service_key: None,
+            kind: Some("groups".into()),
+            records: vec![json!({}); 25],
+        };
         let e = ingest(&req, &Limits::default()).unwrap_err();
         assert_eq!(e.len(), 40);
         assert_eq!(e.last().unwrap().path(), "records[19].group_name");
-        let req = IngestRequest { service_key: None, kind: Some("groups".into()), records: vec![] };
+        let req = IngestRequest {
+            service_key: None,
+            kind: Some("groups".into()),
+            records: vec![],
+        };
         assert_eq!(ingest(&req, &Limits::default()).unwrap().records.len(), 0);
     }
 }

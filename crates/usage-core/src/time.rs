@@ -83,7 +83,11 @@ impl Timestamp {
             }
         }
         Some(Timestamp(
-            d.start().0 + h * MICROS_PER_HOUR + m * 60 * MICROS_PER_SECOND + sec * MICROS_PER_SECOND + micros,
+            d.start().0
+                + h * MICROS_PER_HOUR
+                + m * 60 * MICROS_PER_SECOND
+                + sec * MICROS_PER_SECOND
+                + micros,
         ))
     }
 
@@ -180,7 +184,9 @@ impl Timestamp {
         let day = dt.day().min(last);
         let date = NaiveDate::from_ymd_opt(y, m0 + 1, day)?;
         let ndt = date.and_time(dt.time());
-        Some(Timestamp(ndt.and_utc().timestamp() * MICROS_PER_SECOND + i64::from(micros)))
+        Some(Timestamp(
+            ndt.and_utc().timestamp() * MICROS_PER_SECOND + i64::from(micros),
+        ))
     }
 }
 
@@ -224,11 +230,16 @@ impl Date {
             return None;
         }
         let digits = |r: std::ops::Range<usize>| -> Option<u32> {
-            b[r].iter().try_fold(0u32, |a, c| c.is_ascii_digit().then(|| a * 10 + u32::from(c - b'0')))
+            b[r].iter().try_fold(0u32, |a, c| {
+                c.is_ascii_digit().then(|| a * 10 + u32::from(c - b'0'))
+            })
         };
         let (y, m, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
         let date = NaiveDate::from_ymd_opt(y as i32, m, d)?;
-        Some(Date(date.signed_duration_since(NaiveDate::from_ymd_opt(1970, 1, 1)?).num_days() as i32))
+        Some(Date(
+            date.signed_duration_since(NaiveDate::from_ymd_opt(1970, 1, 1)?)
+                .num_days() as i32,
+        ))
     }
 
     /// The instant this date starts at (00:00:00Z).
@@ -279,7 +290,10 @@ mod tests {
 
     #[test]
     fn go_form_round_trips() {
-        for s in ["2025-05-01 13:00:00 +0000 UTC", "1969-12-31 23:59:59.5 +0000 UTC"] {
+        for s in [
+            "2025-05-01 13:00:00 +0000 UTC",
+            "1969-12-31 23:59:59.5 +0000 UTC",
+        ] {
             assert_eq!(Timestamp::parse_go(s).unwrap().to_go(), s);
         }
         assert_eq!(Timestamp::parse_go("2025-05-01 13:00:00 +0100 CET"), None);
@@ -297,7 +311,13 @@ mod tests {
     #[test]
     fn months_clamp() {
         let t = Timestamp::parse_rfc3339("2025-01-31T00:00:00Z").unwrap();
-        assert_eq!(t.add_months(1).unwrap().to_rfc3339(), "2025-02-28T00:00:00Z");
-        assert_eq!(t.add_months(13).unwrap().to_rfc3339(), "2026-02-28T00:00:00Z");
+        assert_eq!(
+            t.add_months(1).unwrap().to_rfc3339(),
+            "2025-02-28T00:00:00Z"
+        );
+        assert_eq!(
+            t.add_months(13).unwrap().to_rfc3339(),
+            "2026-02-28T00:00:00Z"
+        );
     }
 }

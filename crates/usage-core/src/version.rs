@@ -42,7 +42,9 @@ fn compare_part(x: &str, y: &str) -> Ordering {
         (true, true) => {
             let x = x.trim_start_matches('0');
             let y = y.trim_start_matches('0');
-            x.len().cmp(&y.len()).then_with(|| x.as_bytes().cmp(y.as_bytes()))
+            x.len()
+                .cmp(&y.len())
+                .then_with(|| x.as_bytes().cmp(y.as_bytes()))
         }
         (true, false) => Ordering::Less,
         (false, true) => Ordering::Greater,
@@ -57,9 +59,16 @@ mod tests {
 
     #[test]
     fn contract_examples() {
-        let mut v = vec!["1.10.x", "1.10.0", "1.9.12", "1.2.0", "1.2", "1.02", "a", "1.b", "1.9"];
+        let mut v = vec![
+            "1.10.x", "1.10.0", "1.9.12", "1.2.0", "1.2", "1.02", "a", "1.b", "1.9",
+        ];
         v.sort_by(|a, b| compare(a, b));
-        assert_eq!(v, ["1.02", "1.2", "1.2.0", "1.9", "1.9.12", "1.10.0", "1.10.x", "1.b", "a"]);
+        assert_eq!(
+            v,
+            [
+                "1.02", "1.2", "1.2.0", "1.9", "1.9.12", "1.10.0", "1.10.x", "1.b", "a"
+            ]
+        );
     }
 
     proptest! {

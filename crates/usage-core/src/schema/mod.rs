@@ -114,7 +114,11 @@ impl Field {
 
     /// The valid aggregations as the spec writes them (`UNSPECIFIED, COUNT`).
     pub fn aggs_text(&self) -> String {
-        self.aggs.iter().map(|a| a.short().to_ascii_uppercase()).collect::<Vec<_>>().join(", ")
+        self.aggs
+            .iter()
+            .map(|a| a.short().to_ascii_uppercase())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Whether this is the `date UTC±H[:MM]` family.
@@ -183,8 +187,16 @@ impl FieldRef {
 impl SourceSpec {
     /// Resolves a field name as written in a request; `date UTC±H[:MM]` is parsed.
     pub fn resolve(&self, name: &str) -> Option<FieldRef> {
-        let make = |index: usize, offset_minutes: i16| FieldRef { source: self.source, index: index as u16, offset_minutes };
-        if let Some(i) = self.fields.iter().position(|f| f.name == name && !f.is_local_date()) {
+        let make = |index: usize, offset_minutes: i16| FieldRef {
+            source: self.source,
+            index: index as u16,
+            offset_minutes,
+        };
+        if let Some(i) = self
+            .fields
+            .iter()
+            .position(|f| f.name == name && !f.is_local_date())
+        {
             return Some(make(i, 0));
         }
         let i = self.fields.iter().position(Field::is_local_date)?;
@@ -193,12 +205,24 @@ impl SourceSpec {
 
     /// The field names a user can write in `role`'s place, for "did you mean".
     pub fn names(&self, pred: impl Fn(&Field) -> bool) -> Vec<&'static str> {
-        self.fields.iter().filter(|f| pred(f)).map(|f| if f.is_local_date() { "date UTC-8" } else { f.name }).collect()
+        self.fields
+            .iter()
+            .filter(|f| pred(f))
+            .map(|f| {
+                if f.is_local_date() {
+                    "date UTC-8"
+                } else {
+                    f.name
+                }
+            })
+            .collect()
     }
 
     /// The field whose value is this stored record column.
     pub fn column_field(&self, column: &str) -> Option<&'static Field> {
-        self.fields.iter().find(|f| matches!(f.expr, Expr::Column(c) if c == column))
+        self.fields
+            .iter()
+            .find(|f| matches!(f.expr, Expr::Column(c) if c == column))
     }
 }
 
@@ -252,13 +276,28 @@ const BOOL_AGGS: &[Agg] = &[Sum, Count];
 const ONLY_UNSPECIFIED: &[Agg] = &[Unspecified];
 
 const fn dim(name: &'static str, meaning: &'static str, ty: ValueType, expr: Expr) -> Field {
-    Field { name, meaning, role: Role::Dimension, ty, expr, aggs: DIM_AGGS, select: true, filter: true, group: true }
+    Field {
+        name,
+        meaning,
+        role: Role::Dimension,
+        ty,
+        expr,
+        aggs: DIM_AGGS,
+        select: true,
+        filter: true,
+        group: true,
+    }
 }
 const fn text(name: &'static str, meaning: &'static str) -> Field {
     dim(name, meaning, ValueType::Text, Expr::Column(name))
 }
 const fn version() -> Field {
-    dim("version", "client version", ValueType::Version, Expr::Column("version"))
+    dim(
+        "version",
+        "client version",
+        ValueType::Version,
+        Expr::Column("version"),
+    )
 }
 const fn closed(name: &'static str, meaning: &'static str, ids: &'static [&'static str]) -> Field {
     dim(name, meaning, ValueType::Enum(ids), Expr::Column(name))
@@ -277,7 +316,11 @@ const fn metric(name: &'static str, meaning: &'static str) -> Field {
     }
 }
 const fn flag(name: &'static str, meaning: &'static str) -> Field {
-    Field { ty: ValueType::Bool, aggs: BOOL_AGGS, ..metric(name, meaning) }
+    Field {
+        ty: ValueType::Bool,
+        aggs: BOOL_AGGS,
+        ..metric(name, meaning)
+    }
 }
 const fn distinct(name: &'static str, meaning: &'static str, expr: Expr) -> Field {
     Field {
@@ -293,10 +336,24 @@ const fn distinct(name: &'static str, meaning: &'static str, expr: Expr) -> Fiel
     }
 }
 const fn pcw(name: &'static str, meaning: &'static str, ty: ValueType, expr: Expr) -> Field {
-    Field { name, meaning, role: Role::Metric, ty, expr, aggs: ONLY_UNSPECIFIED, select: true, filter: false, group: false }
+    Field {
+        name,
+        meaning,
+        role: Role::Metric,
+        ty,
+        expr,
+        aggs: ONLY_UNSPECIFIED,
+        select: true,
+        filter: false,
+        group: false,
+    }
 }
 const fn filter_only(f: Field) -> Field {
-    Field { select: false, group: false, ..f }
+    Field {
+        select: false,
+        group: false,
+        ..f
+    }
 }
 
 const API_KEY: Field = text("api_key", "hash of the user's API key");
@@ -322,7 +379,12 @@ pub static USER_DATA: SourceSpec = SourceSpec {
         API_KEY,
         date("UTC date of the autocompletion"),
         LOCAL_DATE,
-        dim("hour", "UTC hour of the autocompletion", ValueType::Hour, Expr::Time),
+        dim(
+            "hour",
+            "UTC hour of the autocompletion",
+            ValueType::Hour,
+            Expr::Time,
+        ),
         LANGUAGE,
         IDE,
         version(),
@@ -330,8 +392,16 @@ pub static USER_DATA: SourceSpec = SourceSpec {
         metric("num_lines_accepted", "lines accepted"),
         metric("num_bytes_accepted", "bytes accepted"),
         distinct("distinct_users", "distinct users", Expr::DistinctUsers),
-        distinct("distinct_developer_days", "distinct (user, day) tuples", Expr::DistinctDeveloperDays),
-        distinct("distinct_developer_hours", "distinct (user, hour) tuples", Expr::DistinctDeveloperHours),
+        distinct(
+            "distinct_developer_days",
+            "distinct (user, day) tuples",
+            Expr::DistinctDeveloperDays,
+        ),
+        distinct(
+            "distinct_developer_hours",
+            "distinct (user, hour) tuples",
+            Expr::DistinctDeveloperHours,
+        ),
     ],
 };
 
@@ -348,10 +418,17 @@ pub static CHAT_DATA: SourceSpec = SourceSpec {
         LOCAL_DATE,
         IDE,
         version(),
-        closed("latest_intent_type", "chat intent type", ChatIntent::IDENTIFIERS),
+        closed(
+            "latest_intent_type",
+            "chat intent type",
+            ChatIntent::IDENTIFIERS,
+        ),
         metric("num_chats_received", "number of chat messages received"),
         flag("chat_accepted", "whether the chat was accepted (thumbs up)"),
-        flag("chat_inserted_at_cursor", "whether the Insert button was clicked"),
+        flag(
+            "chat_inserted_at_cursor",
+            "whether the Insert button was clicked",
+        ),
         flag("chat_applied", "whether the Apply Diff button was clicked"),
         metric("chat_loc_used", "lines of code used from chat"),
     ],
@@ -366,12 +443,25 @@ pub static COMMAND_DATA: SourceSpec = SourceSpec {
     fields: &[
         API_KEY,
         date("UTC date of the command"),
-        dim("timestamp", "UTC timestamp of the command", ValueType::Timestamp, Expr::Time),
+        dim(
+            "timestamp",
+            "UTC timestamp of the command",
+            ValueType::Timestamp,
+            Expr::Time,
+        ),
         LANGUAGE,
         IDE,
         version(),
-        closed("command_source", "trigger source", CommandSource::IDENTIFIERS),
-        closed("provider_source", "generation or edit mode", ProviderSource::IDENTIFIERS),
+        closed(
+            "command_source",
+            "trigger source",
+            CommandSource::IDENTIFIERS,
+        ),
+        closed(
+            "provider_source",
+            "generation or edit mode",
+            ProviderSource::IDENTIFIERS,
+        ),
         metric("lines_added", "lines added"),
         metric("lines_removed", "lines removed"),
         metric("bytes_added", "bytes added"),
@@ -389,17 +479,42 @@ pub static PCW_DATA: SourceSpec = SourceSpec {
     record: &records::PCW,
     groupable: false,
     fields: &[
-        pcw("percent_code_written", "vendor_bytes / (vendor_bytes + user_bytes)", ValueType::Ratio, Expr::PcwPercent),
-        pcw("vendor_bytes", "total bytes generated by the assistant", ValueType::Int, Expr::PcwVendorBytes),
-        pcw("user_bytes", "total bytes written by the user", ValueType::Int, Expr::Column("user_bytes")),
-        pcw("total_bytes", "vendor_bytes + user_bytes", ValueType::Int, Expr::PcwTotalBytes),
+        pcw(
+            "percent_code_written",
+            "vendor_bytes / (vendor_bytes + user_bytes)",
+            ValueType::Ratio,
+            Expr::PcwPercent,
+        ),
+        pcw(
+            "vendor_bytes",
+            "total bytes generated by the assistant",
+            ValueType::Int,
+            Expr::PcwVendorBytes,
+        ),
+        pcw(
+            "user_bytes",
+            "total bytes written by the user",
+            ValueType::Int,
+            Expr::Column("user_bytes"),
+        ),
+        pcw(
+            "total_bytes",
+            "vendor_bytes + user_bytes",
+            ValueType::Int,
+            Expr::PcwTotalBytes,
+        ),
         pcw(
             "vendor_bytes_by_autocomplete",
             "assistant bytes from autocomplete",
             ValueType::Int,
             Expr::Column("vendor_bytes_by_autocomplete"),
         ),
-        pcw("vendor_bytes_by_command", "assistant bytes from command", ValueType::Int, Expr::Column("vendor_bytes_by_command")),
+        pcw(
+            "vendor_bytes_by_command",
+            "assistant bytes from command",
+            ValueType::Int,
+            Expr::Column("vendor_bytes_by_command"),
+        ),
         filter_only(LANGUAGE),
         filter_only(IDE),
         filter_only(version()),
@@ -415,19 +530,38 @@ pub static AGENT_DATA: SourceSpec = SourceSpec {
     fields: &[
         API_KEY,
         date("the run's UTC date"),
-        dim("timestamp", "the run's time", ValueType::Timestamp, Expr::Time),
+        dim(
+            "timestamp",
+            "the run's time",
+            ValueType::Timestamp,
+            Expr::Time,
+        ),
         text("model", "model name"),
         text("agent_id", "unique conversation id"),
-        dim("ide", "the run's IDE type (`editor`, `plugin`)", ValueType::Text, Expr::Column("ide_type")),
+        dim(
+            "ide",
+            "the run's IDE type (`editor`, `plugin`)",
+            ValueType::Text,
+            Expr::Column("ide_type"),
+        ),
         closed("mode", "agent mode", AgentMode::IDENTIFIERS),
-        Field { aggs: &[Unspecified, Sum, Max, Min, Avg], ..metric("messages_sent", "messages sent") },
         Field {
             aggs: &[Unspecified, Sum, Max, Min, Avg],
-            ..metric("prompts_used", "prompt credits consumed, in hundredths of a credit")
+            ..metric("messages_sent", "messages sent")
         },
         Field {
             aggs: &[Unspecified, Sum, Max, Min, Avg],
-            ..metric("flex_credits_used", "flex credits consumed, in hundredths of a credit")
+            ..metric(
+                "prompts_used",
+                "prompt credits consumed, in hundredths of a credit",
+            )
+        },
+        Field {
+            aggs: &[Unspecified, Sum, Max, Min, Avg],
+            ..metric(
+                "flex_credits_used",
+                "flex credits consumed, in hundredths of a credit",
+            )
         },
         Field {
             name: "metadata",
@@ -441,12 +575,22 @@ pub static AGENT_DATA: SourceSpec = SourceSpec {
             group: false,
         },
         distinct("distinct_users", "distinct users", Expr::DistinctUsers),
-        distinct("distinct_developer_days", "distinct (user, day) tuples", Expr::DistinctDeveloperDays),
+        distinct(
+            "distinct_developer_days",
+            "distinct (user, day) tuples",
+            Expr::DistinctDeveloperDays,
+        ),
     ],
 };
 
 /// Every source, in the order of its identifier list.
-pub static SOURCES: &[&SourceSpec] = &[&USER_DATA, &CHAT_DATA, &COMMAND_DATA, &PCW_DATA, &AGENT_DATA];
+pub static SOURCES: &[&SourceSpec] = &[
+    &USER_DATA,
+    &CHAT_DATA,
+    &COMMAND_DATA,
+    &PCW_DATA,
+    &AGENT_DATA,
+];
 
 #[cfg(test)]
 mod tests {
@@ -483,10 +627,30 @@ mod tests {
         let s = USER_DATA.resolve("date UTC-8").unwrap();
         assert_eq!(s.offset_minutes(), -480);
         assert_eq!(s.canonical_name(), "date UTC-08:00");
-        assert_eq!(USER_DATA.resolve("date UTC+05:30"), USER_DATA.resolve("date UTC+5:30"));
-        assert_eq!(USER_DATA.resolve("date UTC+14").unwrap().offset_minutes(), 840);
-        assert_eq!(USER_DATA.resolve("date UTC-12:00").unwrap().offset_minutes(), -720);
-        for bad in ["date UTC+15", "date UTC-12:01", "date UTC+5:3", "date UTC+5:60", "date UTC8", "date UTC+123", "date utc-8"] {
+        assert_eq!(
+            USER_DATA.resolve("date UTC+05:30"),
+            USER_DATA.resolve("date UTC+5:30")
+        );
+        assert_eq!(
+            USER_DATA.resolve("date UTC+14").unwrap().offset_minutes(),
+            840
+        );
+        assert_eq!(
+            USER_DATA
+                .resolve("date UTC-12:00")
+                .unwrap()
+                .offset_minutes(),
+            -720
+        );
+        for bad in [
+            "date UTC+15",
+            "date UTC-12:01",
+            "date UTC+5:3",
+            "date UTC+5:60",
+            "date UTC8",
+            "date UTC+123",
+            "date utc-8",
+        ] {
             assert_eq!(USER_DATA.resolve(bad), None, "{bad}");
         }
         assert_eq!(COMMAND_DATA.resolve("date UTC-8"), None);

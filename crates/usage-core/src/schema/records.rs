@@ -1,7 +1,9 @@
 //! The record kinds that load data (contract section 8): one table per kind, the single
 //! source for parsing Ingest and import records and for the columns of every store.
 
-use super::enums::{AgentMode, ChatIntent, CommandSource, IdeType, Plan, ProviderSource, TeamStatus};
+use super::enums::{
+    AgentMode, ChatIntent, CommandSource, IdeType, Plan, ProviderSource, TeamStatus,
+};
 
 /// The type of a record field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,10 +74,18 @@ impl RecordKind {
 }
 
 const fn req(name: &'static str, ty: RecordType) -> RecordField {
-    RecordField { name, ty, required: true }
+    RecordField {
+        name,
+        ty,
+        required: true,
+    }
 }
 const fn opt(name: &'static str, ty: RecordType) -> RecordField {
-    RecordField { name, ty, required: false }
+    RecordField {
+        name,
+        ty,
+        required: false,
+    }
 }
 
 use RecordType::*;
@@ -247,8 +257,18 @@ pub static BILLING: RecordKind = RecordKind {
 };
 
 /// Every record kind, in the contract's order.
-pub static KINDS: &[&RecordKind] =
-    &[&GROUPS, &USERS, &AUTOCOMPLETE, &CHAT, &COMMAND, &PCW, &AGENT_LINES, &AGENT_RUNS, &AGENT_TOOL_USAGE, &BILLING];
+pub static KINDS: &[&RecordKind] = &[
+    &GROUPS,
+    &USERS,
+    &AUTOCOMPLETE,
+    &CHAT,
+    &COMMAND,
+    &PCW,
+    &AGENT_LINES,
+    &AGENT_RUNS,
+    &AGENT_TOOL_USAGE,
+    &BILLING,
+];
 
 /// The names of every record kind, for messages.
 pub fn kind_names() -> Vec<&'static str> {
@@ -263,7 +283,11 @@ mod tests {
     fn identities_and_times_name_fields() {
         for k in KINDS {
             for id in k.identity {
-                assert!(*id == "id" || k.field(id).is_some_and(|f| f.required), "{}.{id}", k.name);
+                assert!(
+                    *id == "id" || k.field(id).is_some_and(|f| f.required),
+                    "{}.{id}",
+                    k.name
+                );
             }
             if let Some(t) = k.time {
                 assert!(k.field(t).is_some(), "{}.{t}", k.name);

@@ -3,10 +3,11 @@
 use std::collections::HashMap;
 
 use super::{finish, missing, time_range, too_many, unknown_enum};
-use crate::error::{suggestion, JsonPath, Rule, Violation};
+use crate::error::{JsonPath, Rule, Violation, suggestion};
 use crate::ident::Ident;
 use crate::plan::{
-    AnalyticsPlan, FilterPlan, FilterTest, FilterValue, GroupPlan, Limits, QueryPlan, QueryShape, SelectionPlan,
+    AnalyticsPlan, FilterPlan, FilterTest, FilterValue, GroupPlan, Limits, QueryPlan, QueryShape,
+    SelectionPlan,
 };
 use crate::schema::{Agg, FieldRef, FilterOp, Role, Source, SourceSpec, ValueType};
 use crate::time::{Date, Timestamp};
@@ -21,16 +22,33 @@ use crate::wire::{AnalyticsRequest, Filter, QueryRequest};
 pub fn analytics(req: &AnalyticsRequest, limits: &Limits) -> Result<AnalyticsPlan, Vec<Violation>> {
     let mut v = Vec::new();
     let root = JsonPath::root();
-    let range = time_range(req.start_timestamp.as_deref(), req.end_timestamp.as_deref(), &ANALYTICS, &mut v);
+    let range = time_range(
+        req.start_timestamp.as_deref(),
+        req.end_timestamp.as_deref(),
+        &ANALYTICS,
+        &mut v,
+    );
     let qpath = ANALYTICS.path(&root, "query_requests");
     if req.query_requests.is_empty() {
         v.push(missing(qpath.clone(), ": give at least one query request"));
     } else if req.query_requests.len() > limits.query_requests {
-        v.push(too_many(qpath.clone(), req.query_requests.len(), limits.query_requests));
+        v.push(too_many(
+            qpath.clone(),
+            req.query_requests.len(),
+            limits.query_requests,
+        ));
     }
-    let queries: Vec<_> =
-        req.query_requests.iter().enumerate().filter_map(|(i, q)| query(q, &qpath.index(i), limits, &mut v)).collect();
-    finish(v, || AnalyticsPlan { group_name: req.group_name.clone(), range, queries })
+    let queries: Vec<_> = req
+        .query_requests
+        .iter()
+        .enumerate()
+        .filter_map(|(i, q)| query(q, &qpath.index(i), limits, &mut v))
+        .collect();
+    finish(v, || AnalyticsPlan {
+        group_name: req.group_name.clone(),
+        range,
+        queries,
+    })
 }
 
 /// The default alias: the field as written, in lower case, prefixed by the function.
@@ -42,12 +60,22 @@ pub(crate) fn default_alias(field: &str, agg: Agg) -> String {
     }
 }
 
-fn unknown_field(path: JsonPath, spec: &SourceSpec, name: &str, what: &str, candidates: Vec<&'static str>) -> Violation {
+fn unknown_field(
+    path: JsonPath,
+    spec: &SourceSpec,
+    name: &str,
+    what: &str,
+    candidates: Vec<&'static str>,
+) -> Violation {
     let hint = suggestion(name, candidates.iter().copied());
     let msg = format!(
         "unknown field `{name}`: {what} of {} are {}{hint}",
         spec.source,
-        candidates.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+        candidates
+            .iter()
+            .map(|c| format!("`{c}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     Violation::new(path, Rule::UnknownField, msg)
 }
@@ -57,11 +85,19 @@ struct Sel {
     plan: SelectionPlan,
 }
 
-fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation>) -> Option<QueryPlan> {
+fn query(
+    q: &QueryRequest,
+    at: &JsonPath,
+    limits: &Limits,
+    v: &mut Vec<Violation>,
+) -> Option<QueryPlan> {
     let ds_path = QUERY.path(at, "data_source");
     let source = match &q.data_source {
         None => {
-            v.push(missing(ds_path, ": one of the data sources (e.g. QUERY_DATA_SOURCE_USER_DATA)"));
+            v.push(missing(
+                ds_path,
+                ": one of the data sources (e.g. QUERY_DATA_SOURCE_USER_DATA)",
+            ));
             return None;
         }
         Some(Ident::Unknown(s)) => {
@@ -83,7 +119,11 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
     if q.selections.is_empty() {
         v.push(missing(spath.clone(), ": give at least one selection"));
     } else if q.selections.len() > limits.selections {
-        v.push(too_many(spath.clone(), q.selections.len(), limits.selections));
+        v.push(too_many(
+            spath.clone(),
+            q.selections.len(),
+            limits.selections,
+        ));
     }
     let mut sels: Vec<Sel> = Vec::new();
     for (j, s) in q.selections.iter().enumerate() {
@@ -98,7 +138,13 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
             Some(name) => match spec.resolve(name).filter(|f| f.field().select) {
                 Some(f) => Some((name, f)),
                 None => {
-                    v.push(unknown_field(fpath, spec, name, "the fields", spec.names(|f| f.select)));
+                    v.push(unknown_field(
+                        fpath,
+                        spec,
+                        name,
+                        "the fields",
+                        spec.names(|f| f.select),
+                    ));
                     None
                 }
             },
@@ -111,7 +157,9 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
                 None
             }
         };
-        let (Some((name, field)), Some(agg)) = (field, agg) else { continue };
+        let (Some((name, field)), Some(agg)) = (field, agg) else {
+            continue;
+        };
         if !field.field().allows(agg) {
             let msg = format!(
                 "aggregation {agg} is not valid for field `{name}` of {source} (valid: {})",
@@ -120,7 +168,10 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
             v.push(Violation::new(apath, Rule::InvalidAggregation, msg));
         }
         let alias = s.name.clone().unwrap_or_else(|| default_alias(name, agg));
-        sels.push(Sel { index: j, plan: SelectionPlan { alias, field, agg } });
+        sels.push(Sel {
+            index: j,
+            plan: SelectionPlan { alias, field, agg },
+        });
     }
 
     // Filters.
@@ -131,7 +182,9 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
     let mut filters: Vec<FilterPlan> = Vec::new();
     let mut equal_at: HashMap<FieldRef, usize> = HashMap::new();
     for (k, f) in q.filters.iter().enumerate() {
-        let Some((field, op, value)) = filter(f, &fpath.index(k), spec, v) else { continue };
+        let Some((field, op, value)) = filter(f, &fpath.index(k), spec, v) else {
+            continue;
+        };
         if op == FilterOp::Equal {
             if let Some(&i) = equal_at.get(&field) {
                 if let FilterTest::AnyOf(values) = &mut filters[i].test {
@@ -140,16 +193,26 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
                 continue;
             }
             equal_at.insert(field, filters.len());
-            filters.push(FilterPlan { field, test: FilterTest::AnyOf(vec![value]) });
+            filters.push(FilterPlan {
+                field,
+                test: FilterTest::AnyOf(vec![value]),
+            });
         } else {
-            filters.push(FilterPlan { field, test: FilterTest::Compare(op, value) });
+            filters.push(FilterPlan {
+                field,
+                test: FilterTest::Compare(op, value),
+            });
         }
     }
 
     // Aggregations (group-by).
     let gpath = QUERY.path(at, "aggregations");
     if q.aggregations.len() > limits.aggregations {
-        v.push(too_many(gpath.clone(), q.aggregations.len(), limits.aggregations));
+        v.push(too_many(
+            gpath.clone(),
+            q.aggregations.len(),
+            limits.aggregations,
+        ));
     }
     let mut groups: Vec<(usize, GroupPlan)> = Vec::new();
     let mut all_groups_resolved = true;
@@ -166,7 +229,10 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
         }
         let name = g.name.clone();
         if name.is_none() {
-            v.push(missing(AGGREGATION.path(&p, "name"), ": the alias of the group-by value"));
+            v.push(missing(
+                AGGREGATION.path(&p, "name"),
+                ": the alias of the group-by value",
+            ));
         }
         let Some(written) = g.field.as_deref() else {
             v.push(missing(fpath, ": the field to group by"));
@@ -189,7 +255,11 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
             }
             Some((_, field)) if field.role == Role::Metric && field.select => {
                 all_groups_resolved = false;
-                let what = if field.ty == ValueType::Bool { "a boolean" } else { "a metric" };
+                let what = if field.ty == ValueType::Bool {
+                    "a boolean"
+                } else {
+                    "a metric"
+                };
                 let msg = format!(
                     "`{written}` is {what} of {source} and cannot be a group-by field; aggregate it in a selection instead"
                 );
@@ -197,19 +267,34 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
             }
             _ => {
                 all_groups_resolved = false;
-                v.push(unknown_field(fpath, spec, written, "the group-by fields", spec.names(|f| f.group)));
+                v.push(unknown_field(
+                    fpath,
+                    spec,
+                    written,
+                    "the group-by fields",
+                    spec.names(|f| f.group),
+                ));
             }
         }
     }
 
     // Rule 1 and the shape.
-    let is_aggregated = |s: &SelectionPlan| s.agg != Agg::Unspecified || s.field.field().role == Role::Distinct;
+    let is_aggregated =
+        |s: &SelectionPlan| s.agg != Agg::Unspecified || s.field.field().role == Role::Distinct;
     let n_agg = sels.iter().filter(|s| is_aggregated(&s.plan)).count();
     let shape = if source == Source::PcwData {
         QueryShape::Pcw
     } else if n_agg > 0 && n_agg < sels.len() {
-        let agg: Vec<_> = sels.iter().filter(|s| is_aggregated(&s.plan)).map(|s| format!("`{}`", s.plan.alias)).collect();
-        let not: Vec<_> = sels.iter().filter(|s| !is_aggregated(&s.plan)).map(|s| format!("`{}`", s.plan.alias)).collect();
+        let agg: Vec<_> = sels
+            .iter()
+            .filter(|s| is_aggregated(&s.plan))
+            .map(|s| format!("`{}`", s.plan.alias))
+            .collect();
+        let not: Vec<_> = sels
+            .iter()
+            .filter(|s| !is_aggregated(&s.plan))
+            .map(|s| format!("`{}`", s.plan.alias))
+            .collect();
         let msg = format!(
             "selections must all carry an aggregation function or none (rule 1): {} aggregated, {} not",
             agg.join(", "),
@@ -218,7 +303,11 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
         v.push(Violation::new(spath.clone(), Rule::MixedAggregation, msg));
         QueryShape::Total
     } else if n_agg > 0 {
-        if q.aggregations.is_empty() { QueryShape::Total } else { QueryShape::Grouped }
+        if q.aggregations.is_empty() {
+            QueryShape::Total
+        } else {
+            QueryShape::Grouped
+        }
     } else if q.aggregations.is_empty() {
         QueryShape::Raw
     } else {
@@ -241,12 +330,18 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
 
     // Rule 3: aliases are unique (selections first, then aggregations).
     let mut seen: HashMap<&str, String> = HashMap::new();
-    let sel_aliases = sels.iter().map(|s| (&s.plan.alias, SELECTION.path(&spath.index(s.index), "name")));
+    let sel_aliases = sels
+        .iter()
+        .map(|s| (&s.plan.alias, SELECTION.path(&spath.index(s.index), "name")));
     let group_aliases = if spec.groupable {
         q.aggregations
             .iter()
             .enumerate()
-            .filter_map(|(k, g)| g.name.as_ref().map(|n| (n, AGGREGATION.path(&gpath.index(k), "name"))))
+            .filter_map(|(k, g)| {
+                g.name
+                    .as_ref()
+                    .map(|n| (n, AGGREGATION.path(&gpath.index(k), "name")))
+            })
             .collect()
     } else {
         Vec::new()
@@ -254,7 +349,8 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
     for (alias, path) in sel_aliases.chain(group_aliases) {
         match seen.get(alias.as_str()) {
             Some(first) => {
-                let msg = format!("alias `{alias}` is used more than once (rule 3; first at `{first}`)");
+                let msg =
+                    format!("alias `{alias}` is used more than once (rule 3; first at `{first}`)");
                 v.push(Violation::new(path, Rule::DuplicateAlias, msg));
             }
             None => {
@@ -276,7 +372,12 @@ fn query(q: &QueryRequest, at: &JsonPath, limits: &Limits, v: &mut Vec<Violation
 }
 
 /// Resolves one filter; `None` when it has a violation (reported).
-fn filter(f: &Filter, at: &JsonPath, spec: &SourceSpec, v: &mut Vec<Violation>) -> Option<(FieldRef, FilterOp, FilterValue)> {
+fn filter(
+    f: &Filter,
+    at: &JsonPath,
+    spec: &SourceSpec,
+    v: &mut Vec<Violation>,
+) -> Option<(FieldRef, FilterOp, FilterValue)> {
     let npath = FILTER.path(at, "name");
     let opath = FILTER.path(at, "filter");
     let vpath = FILTER.path(at, "value");
@@ -289,14 +390,23 @@ fn filter(f: &Filter, at: &JsonPath, spec: &SourceSpec, v: &mut Vec<Violation>) 
         Some(name) => match spec.resolve(name).filter(|r| r.field().filter) {
             Some(r) => Some((name, r)),
             None => {
-                v.push(unknown_field(npath, spec, name, "the filter fields", spec.names(|f| f.filter)));
+                v.push(unknown_field(
+                    npath,
+                    spec,
+                    name,
+                    "the filter fields",
+                    spec.names(|f| f.filter),
+                ));
                 None
             }
         },
     };
     let op = match &f.filter {
         None => {
-            v.push(missing(opath.clone(), ": the comparison (e.g. QUERY_FILTER_EQUAL)"));
+            v.push(missing(
+                opath.clone(),
+                ": the comparison (e.g. QUERY_FILTER_EQUAL)",
+            ));
             None
         }
         Some(Ident::Unknown(x)) => {
@@ -317,7 +427,9 @@ fn filter(f: &Filter, at: &JsonPath, spec: &SourceSpec, v: &mut Vec<Violation>) 
         && r.field().ty == ValueType::Bool
         && op.is_ordered()
     {
-        let msg = format!("{op} is not allowed on the boolean field `{name}`: only QUERY_FILTER_EQUAL and QUERY_FILTER_NOT_EQUAL");
+        let msg = format!(
+            "{op} is not allowed on the boolean field `{name}`: only QUERY_FILTER_EQUAL and QUERY_FILTER_NOT_EQUAL"
+        );
         v.push(Violation::new(opath, Rule::InvalidOperator, msg));
     }
     if v.len() > before {
@@ -326,11 +438,20 @@ fn filter(f: &Filter, at: &JsonPath, spec: &SourceSpec, v: &mut Vec<Violation>) 
     Some((field?.1, op?, value?))
 }
 
-fn parse_value(s: &str, name: &str, r: FieldRef, path: JsonPath, v: &mut Vec<Violation>) -> Option<FilterValue> {
+fn parse_value(
+    s: &str,
+    name: &str,
+    r: FieldRef,
+    path: JsonPath,
+    v: &mut Vec<Violation>,
+) -> Option<FilterValue> {
     let ty = r.field().ty;
     let text_like = matches!(ty, ValueType::Text | ValueType::Version);
     if s.is_empty() && !text_like {
-        v.push(missing(path, &format!(": a value for `{name}` (only text fields take an empty value)")));
+        v.push(missing(
+            path,
+            &format!(": a value for `{name}` (only text fields take an empty value)"),
+        ));
         return None;
     }
     let bad = |v: &mut Vec<Violation>, expected: &str| {
@@ -349,10 +470,15 @@ fn parse_value(s: &str, name: &str, r: FieldRef, path: JsonPath, v: &mut Vec<Vio
             } else if let Some(d) = Date::parse(s) {
                 Some(FilterValue::TimeDate(d))
             } else {
-                bad(v, "an RFC 3339 time, `2025-05-01 13:00:00 +0000 UTC`, or a date YYYY-MM-DD")
+                bad(
+                    v,
+                    "an RFC 3339 time, `2025-05-01 13:00:00 +0000 UTC`, or a date YYYY-MM-DD",
+                )
             }
         }
-        ValueType::Text | ValueType::Version | ValueType::Json => Some(FilterValue::Text(s.to_string())),
+        ValueType::Text | ValueType::Version | ValueType::Json => {
+            Some(FilterValue::Text(s.to_string()))
+        }
         ValueType::Enum(ids) => {
             if ids.contains(&s) {
                 Some(FilterValue::Text(s.to_string()))

@@ -30,16 +30,23 @@ mod analytics;
 
 pub use analytics::analytics;
 
-use crate::error::{sort_violations, JsonPath, Rule, Violation};
+use crate::error::{JsonPath, Rule, Violation, sort_violations};
 use crate::ident::{Ident, WireEnum};
-use crate::plan::{AgentPlan, AgentSource, CapAction, CapScope, Limits, TimeRange, UserPagePlan, MAX_CAP};
+use crate::plan::{
+    AgentPlan, AgentSource, CapAction, CapScope, Limits, MAX_CAP, TimeRange, UserPagePlan,
+};
 use crate::time::Timestamp;
 use crate::wire::decode::{Decoded, ObjectSpec, Request};
 use crate::wire::specs::{AGENT_ANALYTICS, GET_USAGE_CONFIG, USAGE_CONFIG, USER_PAGE};
-use crate::wire::{AgentAnalyticsRequest, GetUsageConfigRequest, UsageConfigRequest, UserPageAnalyticsRequest};
+use crate::wire::{
+    AgentAnalyticsRequest, GetUsageConfigRequest, UsageConfigRequest, UserPageAnalyticsRequest,
+};
 
 /// Sorts and returns violations, or the value when there are none.
-pub(crate) fn finish<T>(mut v: Vec<Violation>, value: impl FnOnce() -> T) -> Result<T, Vec<Violation>> {
+pub(crate) fn finish<T>(
+    mut v: Vec<Violation>,
+    value: impl FnOnce() -> T,
+) -> Result<T, Vec<Violation>> {
     if v.is_empty() {
         Ok(value())
     } else {
@@ -83,12 +90,17 @@ pub(crate) fn time_range(
             v.push(Violation::new(
                 spec.path(&root, name),
                 Rule::InvalidValue,
-                format!("`{name}` \"{s}\" is not an RFC 3339 timestamp (e.g. 2025-05-01T00:00:00Z)"),
+                format!(
+                    "`{name}` \"{s}\" is not an RFC 3339 timestamp (e.g. 2025-05-01T00:00:00Z)"
+                ),
             ));
         }
         t
     };
-    let range = TimeRange { start: one("start_timestamp", start), end: one("end_timestamp", end) };
+    let range = TimeRange {
+        start: one("start_timestamp", start),
+        end: one("end_timestamp", end),
+    };
     if let (Some(s), Some(e)) = (range.start, range.end)
         && s > e
     {
@@ -112,7 +124,11 @@ pub(crate) fn too_many(path: JsonPath, n: usize, max: usize) -> Violation {
 }
 
 pub(crate) fn unknown_enum<T: WireEnum>(path: JsonPath, given: &str) -> Violation {
-    let msg = format!("`{path}`: unknown {} `{given}` (allowed: {})", T::WHAT, T::allowed());
+    let msg = format!(
+        "`{path}`: unknown {} `{given}` (allowed: {})",
+        T::WHAT,
+        T::allowed()
+    );
     Violation::new(path, Rule::UnknownEnumValue, msg)
 }
 
@@ -122,8 +138,16 @@ pub(crate) fn unknown_enum<T: WireEnum>(path: JsonPath, given: &str) -> Violatio
 /// Every violation: timestamps that do not parse, a start after the end.
 pub fn user_page(req: &UserPageAnalyticsRequest) -> Result<UserPagePlan, Vec<Violation>> {
     let mut v = Vec::new();
-    let range = time_range(req.start_timestamp.as_deref(), req.end_timestamp.as_deref(), &USER_PAGE, &mut v);
-    finish(v, || UserPagePlan { group_name: req.group_name.clone(), range })
+    let range = time_range(
+        req.start_timestamp.as_deref(),
+        req.end_timestamp.as_deref(),
+        &USER_PAGE,
+        &mut v,
+    );
+    finish(v, || UserPagePlan {
+        group_name: req.group_name.clone(),
+        range,
+    })
 }
 
 /// Validates an `AgentAnalytics` request.
@@ -134,7 +158,12 @@ pub fn user_page(req: &UserPageAnalyticsRequest) -> Result<UserPagePlan, Vec<Vio
 pub fn agent(req: &AgentAnalyticsRequest, limits: &Limits) -> Result<AgentPlan, Vec<Violation>> {
     let mut v = Vec::new();
     let root = JsonPath::root();
-    let range = time_range(req.start_timestamp.as_deref(), req.end_timestamp.as_deref(), &AGENT_ANALYTICS, &mut v);
+    let range = time_range(
+        req.start_timestamp.as_deref(),
+        req.end_timestamp.as_deref(),
+        &AGENT_ANALYTICS,
+        &mut v,
+    );
     if req.group_name.is_some() && !req.emails.is_empty() {
         v.push(Violation::new(
             AGENT_ANALYTICS.path(&root, "emails"),
@@ -143,7 +172,11 @@ pub fn agent(req: &AgentAnalyticsRequest, limits: &Limits) -> Result<AgentPlan, 
         ));
     }
     if req.emails.len() > limits.emails {
-        v.push(too_many(AGENT_ANALYTICS.path(&root, "emails"), req.emails.len(), limits.emails));
+        v.push(too_many(
+            AGENT_ANALYTICS.path(&root, "emails"),
+            req.emails.len(),
+            limits.emails,
+        ));
     }
     let ide_path = AGENT_ANALYTICS.path(&root, "ide_types");
     let mut ide_types = Vec::new();
@@ -154,7 +187,9 @@ pub fn agent(req: &AgentAnalyticsRequest, limits: &Limits) -> Result<AgentPlan, 
                     ide_types.push(*t);
                 }
             }
-            Ident::Unknown(s) => v.push(unknown_enum::<crate::schema::IdeType>(ide_path.index(i), s)),
+            Ident::Unknown(s) => {
+                v.push(unknown_enum::<crate::schema::IdeType>(ide_path.index(i), s))
+            }
         }
     }
     if ide_types.is_empty() {
@@ -164,14 +199,22 @@ pub fn agent(req: &AgentAnalyticsRequest, limits: &Limits) -> Result<AgentPlan, 
     if req.query_requests.is_empty() {
         v.push(missing(qpath.clone(), ": give at least one of {\"agent_lines\": {}}, {\"agent_runs\": {}}, {\"agent_tool_usage\": {}}"));
     } else if req.query_requests.len() > limits.query_requests {
-        v.push(too_many(qpath.clone(), req.query_requests.len(), limits.query_requests));
+        v.push(too_many(
+            qpath.clone(),
+            req.query_requests.len(),
+            limits.query_requests,
+        ));
     }
     let mut queries = Vec::new();
     for (i, q) in req.query_requests.iter().enumerate() {
         let given: Vec<(&str, AgentSource)> = [
             (q.agent_lines.is_some(), "agent_lines", AgentSource::Lines),
             (q.agent_runs.is_some(), "agent_runs", AgentSource::Runs),
-            (q.agent_tool_usage.is_some(), "agent_tool_usage", AgentSource::ToolUsage),
+            (
+                q.agent_tool_usage.is_some(),
+                "agent_tool_usage",
+                AgentSource::ToolUsage,
+            ),
         ]
         .into_iter()
         .filter(|(g, _, _)| *g)
@@ -231,7 +274,11 @@ fn exactly_one<T>(
 ) -> Option<T> {
     let root = JsonPath::root();
     if given.is_empty() {
-        v.push(Violation::new(root, rule, format!("give exactly one {rule} field: one of {names}; none was given")));
+        v.push(Violation::new(
+            root,
+            rule,
+            format!("give exactly one {rule} field: one of {names}; none was given"),
+        ));
         return None;
     }
     let first = given[0].0;
@@ -256,9 +303,17 @@ const SCOPES: &str = "`team_level: true`, `group_id`, `user_email`";
 ///
 /// # Errors
 /// Not exactly one scope (rule `scope`).
-pub fn get_usage_config(req: &GetUsageConfigRequest, order: &[&'static str]) -> Result<CapScope, Vec<Violation>> {
+pub fn get_usage_config(
+    req: &GetUsageConfigRequest,
+    order: &[&'static str],
+) -> Result<CapScope, Vec<Violation>> {
     let mut v = Vec::new();
-    let given = scope_of(req.team_level, req.group_id.as_ref(), req.user_email.as_ref(), order);
+    let given = scope_of(
+        req.team_level,
+        req.group_id.as_ref(),
+        req.user_email.as_ref(),
+        order,
+    );
     let scope = exactly_one(given, &GET_USAGE_CONFIG, Rule::Scope, SCOPES, &mut v);
     finish(v, || scope.expect("one scope when there is no violation"))
 }
@@ -295,7 +350,12 @@ pub fn usage_config(
         "`clear_add_on_credit_cap: true`, `set_add_on_credit_cap`",
         &mut v,
     );
-    let given = scope_of(req.team_level, req.group_id.as_ref(), req.user_email.as_ref(), order);
+    let given = scope_of(
+        req.team_level,
+        req.group_id.as_ref(),
+        req.user_email.as_ref(),
+        order,
+    );
     let scope = exactly_one(given, &USAGE_CONFIG, Rule::Scope, SCOPES, &mut v);
     finish(v, || (scope.expect("scope"), action.expect("action")))
 }

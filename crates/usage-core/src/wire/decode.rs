@@ -12,7 +12,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::error::{did_you_mean, JsonPath, Rule, Violation, UNKNOWN_KEY_RANK};
+use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, did_you_mean};
 
 /// The maximum JSON nesting of a request body, the body's object being level 1.
 pub const MAX_DEPTH: usize = 64;
@@ -142,13 +142,22 @@ pub fn parse_body(body: &[u8]) -> Result<Value, KindErrors> {
     if let Some(depth) = excess_depth(body) {
         return Err(root(
             Rule::TooMany,
-            &format!("the body nests JSON {depth} levels deep or more; at most {MAX_DEPTH} are allowed"),
+            &format!(
+                "the body nests JSON {depth} levels deep or more; at most {MAX_DEPTH} are allowed"
+            ),
         ));
     }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| root(Rule::MalformedJson, &format!("the body is not valid JSON: {e}")))?;
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        root(
+            Rule::MalformedJson,
+            &format!("the body is not valid JSON: {e}"),
+        )
+    })?;
     if !value.is_object() {
-        return Err(root(Rule::MalformedJson, &format!("the body must be a JSON object, not {}", kind_name(&value))));
+        return Err(root(
+            Rule::MalformedJson,
+            &format!("the body must be a JSON object, not {}", kind_name(&value)),
+        ));
     }
     Ok(value)
 }
@@ -170,10 +179,18 @@ pub fn decode_value<T: Request>(value: &Value) -> Result<Decoded<T>, KindErrors>
         KindErrors(vec![Violation::new(
             JsonPath::root(),
             Rule::InvalidValue,
-            format!("internal: request could not be read at `{}`: {}", e.path(), e.inner()),
+            format!(
+                "internal: request could not be read at `{}`: {}",
+                e.path(),
+                e.inner()
+            ),
         )])
     })?;
-    Ok(Decoded { request, violations: cx.violations, given_order: cx.given_order })
+    Ok(Decoded {
+        request,
+        violations: cx.violations,
+        given_order: cx.given_order,
+    })
 }
 
 /// The nesting depth over [`MAX_DEPTH`], if the body exceeds it (strings are skipped).
@@ -236,7 +253,8 @@ pub fn read_int(v: &Value) -> Result<i64, String> {
             if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
                 return Err(format!("\"{s}\" is not a decimal integer"));
             }
-            s.parse::<i64>().map_err(|_| format!("\"{s}\" is out of range"))
+            s.parse::<i64>()
+                .map_err(|_| format!("\"{s}\" is out of range"))
         }
         other => Err(format!("expected an integer, got {}", kind_name(other))),
     }
@@ -251,8 +269,13 @@ struct Cx {
 
 impl Cx {
     fn kind(&mut self, path: JsonPath, expected: &str, got: &Value) {
-        let msg = format!("`{}` must be {expected}, not {}", display(&path), kind_name(got));
-        self.kind_errors.push(Violation::new(path, Rule::InvalidValue, msg));
+        let msg = format!(
+            "`{}` must be {expected}, not {}",
+            display(&path),
+            kind_name(got)
+        );
+        self.kind_errors
+            .push(Violation::new(path, Rule::InvalidValue, msg));
     }
 
     fn object(&mut self, value: &Value, spec: &'static ObjectSpec, at: &JsonPath) -> Value {
@@ -264,11 +287,18 @@ impl Cx {
         let mut occurrences: Vec<Vec<(usize, &str, &Value)>> = vec![Vec::new(); spec.fields.len()];
         let mut unknown_rank = UNKNOWN_KEY_RANK;
         for (pos, (key, v)) in map.iter().enumerate() {
-            match spec.fields.iter().position(|f| f.name == key || camel(f.name) == *key) {
+            match spec
+                .fields
+                .iter()
+                .position(|f| f.name == key || camel(f.name) == *key)
+            {
                 Some(i) => occurrences[i].push((pos, key.as_str(), v)),
                 None => {
-                    let candidates: Vec<String> =
-                        spec.fields.iter().flat_map(|f| [f.name.to_string(), camel(f.name)]).collect();
+                    let candidates: Vec<String> = spec
+                        .fields
+                        .iter()
+                        .flat_map(|f| [f.name.to_string(), camel(f.name)])
+                        .collect();
                     let hint = did_you_mean(key, candidates.iter().map(String::as_str))
                         .map(|c| format!("; did you mean `{c}`?"))
                         .unwrap_or_default();
@@ -278,7 +308,11 @@ impl Cx {
                         let known: Vec<_> = spec.names().collect();
                         format!("unknown field `{key}` (known: {}){hint}", known.join(", "))
                     };
-                    self.violations.push(Violation::new(at.key(key.clone(), unknown_rank), Rule::UnknownField, msg));
+                    self.violations.push(Violation::new(
+                        at.key(key.clone(), unknown_rank),
+                        Rule::UnknownField,
+                        msg,
+                    ));
                     unknown_rank += 1;
                 }
             }
@@ -293,7 +327,9 @@ impl Cx {
             let mut occ = occ;
             occ.sort_by_key(|(_, spelling, _)| *spelling != field.name);
             for (pos, spelling, v) in occ {
-                let Some(norm) = self.value(v, &field.kind, &path) else { continue };
+                let Some(norm) = self.value(v, &field.kind, &path) else {
+                    continue;
+                };
                 match &given {
                     None => {
                         order.push((pos, field.name));
@@ -303,7 +339,11 @@ impl Cx {
                         let msg = format!(
                             "`{spelling}` and `{first}` are two spellings of one field; give only one"
                         );
-                        self.violations.push(Violation::new(path.clone(), Rule::ConflictingFields, msg));
+                        self.violations.push(Violation::new(
+                            path.clone(),
+                            Rule::ConflictingFields,
+                            msg,
+                        ));
                     }
                 }
             }
@@ -346,7 +386,8 @@ impl Cx {
                     Ok(n) => Some(Value::from(n)),
                     Err(msg) => {
                         let msg = format!("`{}`: {msg}", display(path));
-                        self.violations.push(Violation::new(path.clone(), Rule::InvalidValue, msg));
+                        self.violations
+                            .push(Violation::new(path.clone(), Rule::InvalidValue, msg));
                         // A placeholder keeps the field present, so no rule reports it missing.
                         Some(Value::from(0))
                     }
@@ -422,7 +463,11 @@ fn expected(kind: &Kind) -> &'static str {
 }
 
 fn display(path: &JsonPath) -> String {
-    if path.is_root() { "(body)".to_string() } else { path.to_string() }
+    if path.is_root() {
+        "(body)".to_string()
+    } else {
+        path.to_string()
+    }
 }
 
 #[cfg(test)]
@@ -443,7 +488,10 @@ mod tests {
         assert_eq!(kinds("[]"), [(String::new(), "malformed_json")]);
         assert_eq!(kinds("\"x\""), [(String::new(), "malformed_json")]);
         let deep = "[".repeat(64) + &"]".repeat(64);
-        assert_eq!(kinds(&format!("{{\"x\":{deep}}}")), [(String::new(), "too_many")]);
+        assert_eq!(
+            kinds(&format!("{{\"x\":{deep}}}")),
+            [(String::new(), "too_many")]
+        );
         let ok = "[".repeat(63) + &"]".repeat(63);
         assert_eq!(kinds(&format!("{{\"x\":{ok}}}")), []);
     }
@@ -467,7 +515,11 @@ mod tests {
             br#"{"queryRequests":[{"dataSource":"QUERY_DATA_SOURCE_USER_DATA","agregations":[]}],"service_key":"a","serviceKey":"b"}"#,
         )
         .unwrap();
-        let v: Vec<_> = d.violations.iter().map(|v| (v.path(), v.rule().as_str())).collect();
+        let v: Vec<_> = d
+            .violations
+            .iter()
+            .map(|v| (v.path(), v.rule().as_str()))
+            .collect();
         assert_eq!(
             v,
             [
@@ -475,14 +527,23 @@ mod tests {
                 ("query_requests[0].agregations".to_string(), "unknown_field"),
             ]
         );
-        assert!(d.violations[1].message().contains("did you mean `aggregations`?"), "{}", d.violations[1].message());
+        assert!(
+            d.violations[1]
+                .message()
+                .contains("did you mean `aggregations`?"),
+            "{}",
+            d.violations[1].message()
+        );
         assert_eq!(d.request.service_key.as_deref(), Some("a"));
         assert_eq!(d.request.query_requests.len(), 1);
     }
 
     #[test]
     fn not_given_values_do_not_conflict() {
-        let d = decode::<GetUsageConfigRequest>(br#"{"team_level": false, "teamLevel": true, "group_id": ""}"#).unwrap();
+        let d = decode::<GetUsageConfigRequest>(
+            br#"{"team_level": false, "teamLevel": true, "group_id": ""}"#,
+        )
+        .unwrap();
         assert!(d.violations.is_empty());
         assert_eq!(d.request.team_level, Some(true));
         assert_eq!(d.request.group_id, None);

@@ -1,8 +1,8 @@
 //! Lenient decoding of numbers in responses: a JSON number or a decimal string, with an
 //! absent or `null` field read as zero (contract section 1).
 
-use serde::de::{self, Deserializer, Visitor};
 use serde::Serializer;
+use serde::de::{self, Deserializer, Visitor};
 use std::fmt;
 
 struct IntVisitor;
@@ -29,7 +29,8 @@ impl<'de> Visitor<'de> for IntVisitor {
         if v.is_empty() {
             return Ok(0);
         }
-        v.parse::<i64>().map_err(|_| E::custom(format!("`{v}` is not a decimal integer")))
+        v.parse::<i64>()
+            .map_err(|_| E::custom(format!("`{v}` is not a decimal integer")))
     }
     fn visit_unit<E: de::Error>(self) -> Result<i64, E> {
         Ok(0)

@@ -13,7 +13,7 @@ pub mod lenient;
 use serde::{Deserialize, Serialize};
 
 use crate::ident::Ident;
-use crate::schema::{Agg, AgentMode, FilterOp, IdeType, Source, TeamStatus};
+use crate::schema::{AgentMode, Agg, FilterOp, IdeType, Source, TeamStatus};
 use crate::time::Timestamp;
 use decode::{FieldSpec, Kind, ObjectSpec, Request};
 
@@ -35,13 +35,25 @@ pub struct AnalyticsRequest {
     #[serde(default, alias = "groupName", skip_serializing_if = "Option::is_none")]
     pub group_name: Option<String>,
     /// RFC 3339; restricts PCW queries to records with `start <= hour`.
-    #[serde(default, alias = "startTimestamp", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "startTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub start_timestamp: Option<String>,
     /// RFC 3339; restricts PCW queries to records with `hour < end`.
-    #[serde(default, alias = "endTimestamp", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "endTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub end_timestamp: Option<String>,
     /// The queries, answered in this order.
-    #[serde(default, alias = "queryRequests", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        alias = "queryRequests",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub query_requests: Vec<QueryRequest>,
 }
 
@@ -74,7 +86,11 @@ pub struct Selection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The aggregation function (default `QUERY_AGGREGATION_UNSPECIFIED`).
-    #[serde(default, alias = "aggregationFunction", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "aggregationFunction",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub aggregation_function: Option<Ident<Agg>>,
 }
 
@@ -105,11 +121,23 @@ pub struct Aggregation {
     pub name: Option<String>,
 }
 
-pub(crate) static SELECTION: ObjectSpec =
-    ObjectSpec { fields: &[f("field", Kind::Text), f("name", Kind::Text), f("aggregation_function", Kind::Text)] };
-pub(crate) static FILTER: ObjectSpec =
-    ObjectSpec { fields: &[f("name", Kind::Text), f("filter", Kind::Text), f("value", Kind::TextKeepEmpty)] };
-pub(crate) static AGGREGATION: ObjectSpec = ObjectSpec { fields: &[f("field", Kind::Text), f("name", Kind::Text)] };
+pub(crate) static SELECTION: ObjectSpec = ObjectSpec {
+    fields: &[
+        f("field", Kind::Text),
+        f("name", Kind::Text),
+        f("aggregation_function", Kind::Text),
+    ],
+};
+pub(crate) static FILTER: ObjectSpec = ObjectSpec {
+    fields: &[
+        f("name", Kind::Text),
+        f("filter", Kind::Text),
+        f("value", Kind::TextKeepEmpty),
+    ],
+};
+pub(crate) static AGGREGATION: ObjectSpec = ObjectSpec {
+    fields: &[f("field", Kind::Text), f("name", Kind::Text)],
+};
 pub(crate) static QUERY: ObjectSpec = ObjectSpec {
     fields: &[
         f("data_source", Kind::Text),
@@ -130,7 +158,9 @@ pub(crate) static ANALYTICS: ObjectSpec = ObjectSpec {
 
 pub(crate) mod specs {
     //! The object specs, for building paths in validators.
-    pub(crate) use super::{AGENT_ANALYTICS, ANALYTICS, GET_USAGE_CONFIG, INGEST, QUERY, USAGE_CONFIG, USER_PAGE};
+    pub(crate) use super::{
+        AGENT_ANALYTICS, ANALYTICS, GET_USAGE_CONFIG, INGEST, QUERY, USAGE_CONFIG, USER_PAGE,
+    };
     pub(crate) use super::{AGGREGATION, FILTER, SELECTION};
 }
 
@@ -170,7 +200,10 @@ pub struct Item(pub Vec<(String, String)>);
 impl Item {
     /// The value of an alias.
     pub fn get(&self, alias: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == alias).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, _)| k == alias)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The aliases, in order.
@@ -222,10 +255,18 @@ pub struct UserPageAnalyticsRequest {
     #[serde(default, alias = "groupName", skip_serializing_if = "Option::is_none")]
     pub group_name: Option<String>,
     /// RFC 3339; `activeDays` counts days in `[start, end)`.
-    #[serde(default, alias = "startTimestamp", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "startTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub start_timestamp: Option<String>,
     /// RFC 3339.
-    #[serde(default, alias = "endTimestamp", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "endTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub end_timestamp: Option<String>,
 }
 
@@ -305,10 +346,18 @@ pub struct AgentAnalyticsRequest {
     #[serde(default, alias = "groupName", skip_serializing_if = "Option::is_none")]
     pub group_name: Option<String>,
     /// RFC 3339; records with `start <= time`.
-    #[serde(default, alias = "startTimestamp", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "startTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub start_timestamp: Option<String>,
     /// RFC 3339; records with `time < end`.
-    #[serde(default, alias = "endTimestamp", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "endTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub end_timestamp: Option<String>,
     /// Restricts to these users; not with `group_name`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -317,7 +366,11 @@ pub struct AgentAnalyticsRequest {
     #[serde(default, alias = "ideTypes", skip_serializing_if = "Vec::is_empty")]
     pub ide_types: Vec<Ident<IdeType>>,
     /// One data source per object.
-    #[serde(default, alias = "queryRequests", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        alias = "queryRequests",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub query_requests: Vec<AgentQueryRequest>,
 }
 
@@ -337,7 +390,11 @@ pub struct AgentQueryRequest {
     #[serde(default, alias = "agentRuns", skip_serializing_if = "Option::is_none")]
     pub agent_runs: Option<Empty>,
     /// Tool usage counts.
-    #[serde(default, alias = "agentToolUsage", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "agentToolUsage",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub agent_tool_usage: Option<Empty>,
 }
 
@@ -405,7 +462,11 @@ pub struct AgentLinesEntry {
     #[serde(deserialize_with = "day")]
     pub day: Timestamp,
     /// Lines suggested.
-    #[serde(default, serialize_with = "lenient::as_string", deserialize_with = "lenient::int")]
+    #[serde(
+        default,
+        serialize_with = "lenient::as_string",
+        deserialize_with = "lenient::int"
+    )]
     pub lines_suggested: i64,
     /// Lines accepted (omitted when zero).
     #[serde(
@@ -439,7 +500,11 @@ pub struct AgentRunEntry {
     /// Agent mode.
     pub mode: Ident<AgentMode>,
     /// Messages sent.
-    #[serde(default, serialize_with = "lenient::as_string", deserialize_with = "lenient::int")]
+    #[serde(
+        default,
+        serialize_with = "lenient::as_string",
+        deserialize_with = "lenient::int"
+    )]
     pub messages_sent: i64,
     /// Conversation id.
     #[serde(default)]
@@ -470,7 +535,11 @@ pub struct AgentToolUsageEntry {
     /// Tool identifier.
     pub tool: String,
     /// Uses.
-    #[serde(default, serialize_with = "lenient::as_string", deserialize_with = "lenient::int")]
+    #[serde(
+        default,
+        serialize_with = "lenient::as_string",
+        deserialize_with = "lenient::int"
+    )]
     pub count: i64,
 }
 
@@ -538,7 +607,11 @@ pub struct UsageConfigRequest {
     #[serde(default, alias = "serviceKey", skip_serializing_if = "Option::is_none")]
     pub service_key: Option<String>,
     /// Action: clear the cap (`true`).
-    #[serde(default, alias = "clearAddOnCreditCap", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "clearAddOnCreditCap",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub clear_add_on_credit_cap: Option<bool>,
     /// Action: set this cap (`0` is a cap of 0).
     #[serde(
@@ -587,7 +660,9 @@ pub struct GetTeamCreditBalanceRequest {
     pub service_key: Option<String>,
 }
 
-static GET_BALANCE: ObjectSpec = ObjectSpec { fields: &[f("service_key", Kind::Text)] };
+static GET_BALANCE: ObjectSpec = ObjectSpec {
+    fields: &[f("service_key", Kind::Text)],
+};
 
 impl Request for GetTeamCreditBalanceRequest {
     const SPEC: &'static ObjectSpec = &GET_BALANCE;
@@ -634,7 +709,11 @@ pub struct IngestRequest {
 }
 
 pub(crate) static INGEST: ObjectSpec = ObjectSpec {
-    fields: &[f("service_key", Kind::Text), f("kind", Kind::Text), f("records", Kind::Array(&Kind::AnyObject))],
+    fields: &[
+        f("service_key", Kind::Text),
+        f("kind", Kind::Text),
+        f("records", Kind::Array(&Kind::AnyObject)),
+    ],
 };
 
 impl Request for IngestRequest {
