@@ -38,6 +38,8 @@ pub mod ident;
 pub mod load;
 pub mod plan;
 pub mod schema;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 pub mod validate;
 pub mod version;

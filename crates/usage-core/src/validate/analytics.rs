@@ -52,7 +52,7 @@ pub fn analytics(req: &AnalyticsRequest, limits: &Limits) -> Result<AnalyticsPla
 }
 
 /// The default alias: the field as written, in lower case, prefixed by the function.
-pub(crate) fn default_alias(field: &str, agg: Agg) -> String {
+pub fn default_alias(field: &str, agg: Agg) -> String {
     let field = field.to_lowercase();
     match agg {
         Agg::Unspecified => field,

@@ -28,7 +28,7 @@
 
 mod analytics;
 
-pub use analytics::analytics;
+pub use analytics::{analytics, default_alias as default_alias_of};
 
 use crate::error::{JsonPath, Rule, Violation, sort_violations};
 use crate::ident::{Ident, WireEnum};

@@ -1,0 +1,9 @@
+//! Test support (feature `testing`): proptest strategies built from the schema tables.
+//!
+//! [`query`] generates valid query requests for every source and shape from the schema
+//! tables alone (no hand-written field list), with filter values drawn from a [`Pool`]
+//! that dataset generators share, so that filters hit data.
+
+pub mod query;
+
+pub use query::{Choices, Pool, arb_analytics_request, arb_query_request};
