@@ -18,12 +18,26 @@ pub const MICROS_PER_HOUR: i64 = 3_600 * MICROS_PER_SECOND;
 pub const MICROS_PER_DAY: i64 = 24 * MICROS_PER_HOUR;
 
 /// An instant in UTC, in microseconds since 1970-01-01T00:00:00Z.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+///
+/// `Debug` prints RFC 3339 (`Timestamp(2025-05-01T13:00:00Z)`), so snapshots read well.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Timestamp(pub i64);
 
-/// A calendar date, in days since 1970-01-01.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+/// A calendar date, in days since 1970-01-01. `Debug` prints `Date(2025-05-01)`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Date(pub i32);
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Timestamp({})", self.to_rfc3339())
+    }
+}
+
+impl fmt::Debug for Date {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Date({})", self.to_iso())
+    }
+}
 
 impl Timestamp {
     /// The current time, cut to microseconds.
