@@ -13,6 +13,7 @@
 //! assert_eq!(d.offset_minutes(), 330);
 //! ```
 
+pub mod docs;
 mod enums;
 pub mod records;
 
