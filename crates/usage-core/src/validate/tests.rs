@@ -2759,3 +2759,71 @@ fn violation_display_and_detail() {
         assert_eq!(Rule::from_identifier(r.as_str()), Some(*r));
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Readings recorded in docs/decisions.md
+
+#[test]
+fn a_repeated_key_takes_its_last_value_at_its_first_position() {
+    // serde_json keeps a repeated key where it first occurred and its last value: the
+    // scope given first in the body is `team_level`, so `user_email` is the extra one.
+    only(
+        get_config_body(r#"{"team_level": false, "user_email": "u", "team_level": true}"#),
+        "user_email",
+        Rule::Scope,
+        &["after `team_level`"],
+    );
+}
+
+#[test]
+fn extra_scopes_and_actions_sort_in_document_order() {
+    // The extra ones are chosen by the body's key order; the details then follow the
+    // document order of every other violation (the spec's field order).
+    let v = errors(config_body(
+        r#"{"user_email": "u", "group_id": "g", "team_level": true, "clear_add_on_credit_cap": true, "set_add_on_credit_cap": 1}"#,
+    ));
+    assert_eq!(
+        paths(&v),
+        [
+            ("set_add_on_credit_cap".into(), Rule::Action),
+            ("team_level".into(), Rule::Scope),
+            ("group_id".into(), Rule::Scope),
+        ]
+    );
+}
+
+#[test]
+fn an_ordered_operator_and_a_bad_value_on_a_boolean_are_two_violations() {
+    let v = errors(analytics_body(&query(filter_q(
+        Source::CommandData,
+        "accepted",
+        FilterOp::Ge,
+        "yes",
+    ))));
+    assert_eq!(
+        paths(&v),
+        [
+            (
+                "query_requests[0].filters[0].filter".into(),
+                Rule::InvalidOperator
+            ),
+            (
+                "query_requests[0].filters[0].value".into(),
+                Rule::InvalidValue
+            ),
+        ]
+    );
+}
+
+#[test]
+fn limits_of_a_query_without_a_known_source_are_not_checked() {
+    // "Reports nothing else for its selections, filters and aggregations": their limits
+    // need no source, but are theirs too.
+    let many: Vec<Value> = (0..101).map(|_| sel("api_key")).collect();
+    only_q(
+        json!({"data_source": "NOPE", "selections": many}),
+        "query_requests[0].data_source",
+        Rule::UnknownDataSource,
+        &[],
+    );
+}
