@@ -68,7 +68,7 @@ fn aliases(plan: &AnalyticsPlan) -> Vec<Vec<String>> {
 // (a) Generated requests are accepted
 
 proptest! {
-    #![proptest_config(config(256))]
+    #![proptest_config(config(512))]
 
     #[test]
     fn generated_requests_are_accepted(req in arb_analytics_request(Pool::default())) {
@@ -452,7 +452,7 @@ fn inject(req: &mut AnalyticsRequest, m: Mutation, pool: &Pool, c: &mut Choices)
 }
 
 proptest! {
-    #![proptest_config(config(384))]
+    #![proptest_config(config(1024))]
 
     #[test]
     fn one_injected_violation_is_reported_alone(
@@ -897,7 +897,7 @@ fn round_trips<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(
 }
 
 proptest! {
-    #![proptest_config(config(128))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn requests_round_trip(
@@ -996,7 +996,7 @@ where
 }
 
 proptest! {
-    #![proptest_config(config(128))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn camel_and_snake_case_read_the_same(
