@@ -781,23 +781,27 @@ fn local_date_offsets_out_of_range_or_misspelt_are_unknown() {
             &[&format!("`{bad}`")],
         );
     }
-    for good in [
-        "date UTC+14",
-        "date UTC-12",
-        "date UTC-12:00",
-        "date UTC+14:00",
-        "date UTC+0",
-        "date UTC-0",
-        "date UTC+5:45",
+    for (good, minutes) in [
+        ("date UTC+14", 840),
+        ("date UTC-12", -720),
+        ("date UTC-12:00", -720),
+        ("date UTC+14:00", 840),
+        ("date UTC+0", 0),
+        ("date UTC-0", 0),
+        ("date UTC+5:45", 345),
+        ("date UTC+05", 300),
     ] {
-        plan(q_user(json!([sel(good)])));
+        let p = plan(q_user(json!([sel(good)])));
+        assert_eq!(p.selections[0].field.offset_minutes(), minutes, "{good}");
+        assert_eq!(p.selections[0].alias, good.to_lowercase());
     }
     // Only the sources whose table lists `date UTC-x` have it.
     for spec in SOURCES {
         let has = spec.fields.iter().any(Field::is_local_date);
         let q = json!({"data_source": ds(spec.source), "selections": [sel("date UTC-8")]});
         if has {
-            plan(q);
+            let p = plan(q);
+            assert_eq!(p.selections[0].field.canonical_name(), "date UTC-08:00");
         } else {
             only_q(
                 q,
@@ -1464,7 +1468,14 @@ fn closed_enum_filter_values() {
             let ValueType::Enum(ids) = f.ty else { continue };
             for op in FilterOp::ALL {
                 for id in ids {
-                    plan(filter_q(spec.source, f.name, *op, id));
+                    let p = plan(filter_q(spec.source, f.name, *op, id));
+                    let want = FilterValue::Text(id.to_string());
+                    let test = if *op == FilterOp::Equal {
+                        FilterTest::AnyOf(vec![want])
+                    } else {
+                        FilterTest::Compare(*op, want)
+                    };
+                    assert_eq!(p.filters[0].test, test);
                 }
             }
             let lower = ids[0].to_ascii_lowercase();
@@ -1555,7 +1566,13 @@ fn ordered_operators_on_booleans() {
                     );
                     tested += 1;
                 } else {
-                    plan(q);
+                    let p = plan(q);
+                    let test = if *op == FilterOp::Equal {
+                        FilterTest::AnyOf(vec![FilterValue::Bool(true)])
+                    } else {
+                        FilterTest::Compare(*op, FilterValue::Bool(true))
+                    };
+                    assert_eq!(p.filters[0].test, test);
                 }
             }
         }
@@ -1580,7 +1597,13 @@ fn ordered_operators_on_every_other_type_are_fine() {
                 _ => "x",
             };
             for op in FilterOp::ALL {
-                plan(filter_q(spec.source, written(f), *op, value));
+                let p = plan(filter_q(spec.source, written(f), *op, value));
+                assert_eq!(p.filters.len(), 1);
+                assert_eq!(p.filters[0].field.field(), f);
+                match &p.filters[0].test {
+                    FilterTest::AnyOf(v) => assert_eq!((*op, v.len()), (FilterOp::Equal, 1)),
+                    FilterTest::Compare(o, _) => assert_eq!(o, op),
+                }
             }
         }
     }
@@ -1817,12 +1840,18 @@ fn group_name_with_emails() {
         &["`emails`", "`group_name`"],
     );
     // Either one alone, or with the other "not given", is fine.
-    for body in [
+    let p = agent_body(
         r#"{"group_name": "eng", "emails": [], "query_requests": [{"agent_runs": {}}]}"#,
+    )
+    .unwrap();
+    assert_eq!((p.group_name.as_deref(), p.emails), (Some("eng"), None));
+    for body in [
         r#"{"group_name": "", "emails": ["a@b.c"], "query_requests": [{"agent_runs": {}}]}"#,
         r#"{"groupName": null, "emails": ["a@b.c"], "query_requests": [{"agent_runs": {}}]}"#,
     ] {
-        agent_body(body).unwrap();
+        let p = agent_body(body).unwrap();
+        assert_eq!(p.group_name, None);
+        assert_eq!(p.emails, Some(vec!["a@b.c".to_string()]));
     }
 }
 
@@ -2143,7 +2172,8 @@ fn nesting_over_64_levels_is_too_many_at_the_body() {
     assert!(v[0].message().contains("at most 64"), "{}", v[0].message());
     // Brackets inside strings do not count.
     let s = format!(r#"{{"service_key": "{}"}}"#, "[".repeat(100));
-    assert!(decode::<UsageConfigRequest>(s.as_bytes()).is_ok());
+    let d = decode::<UsageConfigRequest>(s.as_bytes()).unwrap();
+    assert_eq!(d.request.service_key, Some("[".repeat(100)));
 }
 
 // ---------------------------------------------------------------------------------------
