@@ -215,6 +215,9 @@ fn query(
         ));
     }
     let mut groups: Vec<(usize, GroupPlan)> = Vec::new();
+    // Every resolved group-by field, named or not: a group-by whose only mistake is its
+    // missing `name` still groups its field (shape 3 checks against these).
+    let mut group_fields: Vec<FieldRef> = Vec::new();
     let mut all_groups_resolved = true;
     for (k, g) in q.aggregations.iter().enumerate() {
         let p = gpath.index(k);
@@ -242,6 +245,7 @@ fn query(
         let resolved = spec.resolve(written);
         match resolved.map(|f| (f, f.field())) {
             Some((f, field)) if field.group => {
+                group_fields.push(f);
                 if let Some(alias) = name {
                     groups.push((k, GroupPlan { alias, field: f }));
                 }
@@ -317,7 +321,7 @@ fn query(
     // Shape 3: every selection must be a group-by field.
     if shape == QueryShape::GroupValues && all_groups_resolved {
         for s in &sels {
-            if !groups.iter().any(|(_, g)| g.field == s.plan.field) {
+            if !group_fields.contains(&s.plan.field) {
                 let fp = SELECTION.path(&spath.index(s.index), "field");
                 let msg = format!(
                     "`{}` is selected without an aggregation function but is not a group-by field; add it to `aggregations` or aggregate it",
