@@ -316,13 +316,13 @@ fn inject(req: &mut AnalyticsRequest, m: Mutation, pool: &Pool, c: &mut Choices)
         }
         Mutation::InvalidAggregation => {
             // Rule 5 on a selection whose aggregation status cannot change (or cannot
-            // matter): an aggregated one, a lone one, or any of PCW.
+            // matter): an aggregated one or a lone one (rule 1 holds for PCW too).
             let n = q.selections.len();
             let rule5: Vec<(usize, Agg)> = q
                 .selections
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| source == Source::PcwData || n == 1 || is_aggregated(source, s))
+                .filter(|(_, s)| n == 1 || is_aggregated(source, s))
                 .flat_map(|(j, s)| {
                     let f = field_of(source, s);
                     Agg::ALL

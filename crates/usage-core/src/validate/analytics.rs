@@ -282,40 +282,35 @@ fn query(
         }
     }
 
-    // Rule 1 and the shape.
+    // Rule 1 holds for every query request, PCW included (contract section 3, Shapes).
     let is_aggregated =
         |s: &SelectionPlan| s.agg != Agg::Unspecified || s.field.field().role == Role::Distinct;
     let n_agg = sels.iter().filter(|s| is_aggregated(&s.plan)).count();
-    let shape = if source == Source::PcwData {
-        QueryShape::Pcw
-    } else if n_agg > 0 && n_agg < sels.len() {
-        let agg: Vec<_> = sels
-            .iter()
-            .filter(|s| is_aggregated(&s.plan))
-            .map(|s| format!("`{}`", s.plan.alias))
-            .collect();
-        let not: Vec<_> = sels
-            .iter()
-            .filter(|s| !is_aggregated(&s.plan))
-            .map(|s| format!("`{}`", s.plan.alias))
-            .collect();
+    if n_agg > 0 && n_agg < sels.len() {
+        let aliases = |aggregated: bool| {
+            sels.iter()
+                .filter(|s| is_aggregated(&s.plan) == aggregated)
+                .map(|s| format!("`{}`", s.plan.alias))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let msg = format!(
             "selections must all carry an aggregation function or none (rule 1): {} aggregated, {} not",
-            agg.join(", "),
-            not.join(", ")
+            aliases(true),
+            aliases(false)
         );
         v.push(Violation::new(spath.clone(), Rule::MixedAggregation, msg));
-        QueryShape::Total
-    } else if n_agg > 0 {
-        if q.aggregations.is_empty() {
-            QueryShape::Total
-        } else {
-            QueryShape::Grouped
-        }
-    } else if q.aggregations.is_empty() {
-        QueryShape::Raw
-    } else {
-        QueryShape::GroupValues
+    }
+    let shape = match (
+        source == Source::PcwData,
+        n_agg > 0,
+        q.aggregations.is_empty(),
+    ) {
+        (true, _, _) => QueryShape::Pcw,
+        (false, true, true) => QueryShape::Total,
+        (false, true, false) => QueryShape::Grouped,
+        (false, false, true) => QueryShape::Raw,
+        (false, false, false) => QueryShape::GroupValues,
     };
 
     // Shape 3: every selection must be a group-by field.

@@ -223,6 +223,29 @@ fn mixed_aggregation_with_group_by_reports_rule_1_only() {
 }
 
 #[test]
+fn rule_1_holds_for_pcw_too() {
+    // "Rule 1 holds for every query request": a PCW selection with a function beside one
+    // without is rule 5 at the function and rule 1 at `selections`.
+    let v = errors(analytics_body(&query(json!({
+        "data_source": "QUERY_DATA_SOURCE_PCW_DATA",
+        "selections": [sel_agg("percent_code_written", Agg::Sum), sel("user_bytes")],
+    }))));
+    assert_eq!(
+        paths(&v),
+        [
+            (
+                "query_requests[0].selections".to_string(),
+                Rule::MixedAggregation
+            ),
+            (
+                "query_requests[0].selections[0].aggregation_function".to_string(),
+                Rule::InvalidAggregation
+            ),
+        ]
+    );
+}
+
+#[test]
 fn distinct_counts_as_aggregated_whatever_its_function() {
     for source in grouping_sources() {
         for d in source
