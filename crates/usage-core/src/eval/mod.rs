@@ -428,4 +428,6 @@ fn key_of(text: &str) -> String {
 }
 
 #[cfg(test)]
+mod differential;
+#[cfg(test)]
 mod tests;
