@@ -283,7 +283,7 @@ const BATCH: usize = 10_000;
 
 /// Loads the CSV into `team` in batches, as `Ingest` would; the first day of data.
 fn load(csv: &str, team: &mut TeamData) -> std::io::Result<(u64, Date)> {
-    let reader = BufReader::with_capacity(1 << 20, File::open(csv)?);
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(csv)?);
     let mut batch = Vec::with_capacity(BATCH);
     let (mut rows, mut first) = (0u64, Date(i32::MAX));
     let flush = |batch: &mut Vec<Record>, team: &mut TeamData| {
@@ -292,12 +292,18 @@ fn load(csv: &str, team: &mut TeamData) -> std::io::Result<(u64, Date)> {
             records: std::mem::take(batch),
         });
     };
-    for line in reader.lines().skip(1) {
-        let line = line?;
-        let f: Vec<&str> = line.split(',').collect();
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            break;
+        }
         let bad = || std::io::Error::other(format!("bad line: {line}"));
-        if f.len() != 8 {
-            return Err(bad());
+        let mut f = [""; 8];
+        let mut parts = line.trim_end().split(',');
+        for x in &mut f {
+            *x = parts.next().ok_or_else(bad)?;
         }
         let hour = parse_hour(f[1]).ok_or_else(bad)?;
         first = first.min(hour.date());

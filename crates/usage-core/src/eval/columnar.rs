@@ -645,6 +645,20 @@ impl Keys {
     }
 }
 
+/// The exact sum of the selected values. Below 2^32 rows, values of at most 32 bits cannot
+/// overflow a `u64`, which the compiler can vectorise.
+fn total(data: &Packed, sel: &Sel) -> i128 {
+    if let Packed::I64(_) = data {
+        let mut t = 0i128;
+        scan(data, sel, |_, v| t += i128::from(v));
+        t
+    } else {
+        let mut t = 0u64;
+        scan(data, sel, |_, v| t = t.wrapping_add(v as u64));
+        i128::from(t)
+    }
+}
+
 fn min_max(data: &Packed, sel: &Sel) -> Option<(i64, i64)> {
     let (mut lo, mut hi) = (i64::MAX, i64::MIN);
     scan(data, sel, |_, v| {
@@ -681,11 +695,20 @@ impl Groups {
         };
         let mut counts = vec![0u64; card];
         let mut reps = vec![u32::MAX; card];
-        for k in 0..sel.len() {
-            let g = codes.as_ref().map_or(0, |c| c[k] as usize);
-            counts[g] += 1;
-            if reps[g] == u32::MAX {
-                reps[g] = sel.row(k) as u32;
+        match &codes {
+            None if sel.len() > 0 => {
+                counts[0] = sel.len() as u64;
+                reps[0] = sel.row(0) as u32;
+            }
+            None => {}
+            Some(codes) => {
+                for (k, &g) in codes.iter().enumerate() {
+                    let g = g as usize;
+                    counts[g] += 1;
+                    if reps[g] == u32::MAX {
+                        reps[g] = sel.row(k) as u32;
+                    }
+                }
             }
         }
         Groups {
@@ -710,24 +733,42 @@ impl Groups {
     fn sums(&self, data: &Packed, sel: &Sel) -> Vec<i128> {
         let mut acc = vec![0i128; self.card];
         match &self.codes {
-            None => {
-                let mut total = 0i128;
-                scan(data, sel, |_, v| total += i128::from(v));
-                acc[0] = total;
-            }
+            None => acc[0] = total(data, sel),
             Some(codes) => scan(data, sel, |k, v| acc[codes[k] as usize] += i128::from(v)),
         }
         acc
     }
 
-    /// The number of distinct `keys` per group.
-    fn count_distinct(&self, mut keys: Keys) -> Vec<u64> {
+    /// The number of distinct values of `fields` per group.
+    fn count_distinct(&self, fields: &[Access<'_>], sel: &Sel, ctx: &Ctx<'_>) -> Vec<u64> {
+        let bitmap = |p: u64| (self.card as u64).checked_mul(p).filter(|b| *b <= BITS_MAX);
+        let mut out = vec![0u64; self.card];
+        // One dictionary column (distinct users): its codes are the keys.
+        if let [Access::Text(col)] = fields
+            && let Some(bits) = bitmap(col.dict.as_ref().map_or(1, |d| d.values().len()) as u64)
+        {
+            let p = bits / self.card as u64;
+            let mut seen = vec![0u64; bits.div_ceil(64) as usize];
+            scan(&col.data, sel, |k, v| {
+                let g = self.of(k);
+                let i = g as u64 * p + v as u64;
+                let (w, b) = ((i / 64) as usize, i % 64);
+                if seen[w] & (1 << b) == 0 {
+                    seen[w] |= 1 << b;
+                    out[g] += 1;
+                }
+            });
+            return out;
+        }
+        let mut keys = Keys::new(sel.len(), BITS_MAX / self.card as u64);
+        for f in fields {
+            keys.push(*f, sel, None, ctx);
+        }
         if keys.card > u64::from(u32::MAX) {
             keys.compact();
         }
         let p = keys.card;
-        let mut out = vec![0u64; self.card];
-        match (self.card as u64).checked_mul(p).filter(|b| *b <= BITS_MAX) {
+        match bitmap(p) {
             Some(bits) => {
                 let mut seen = vec![0u64; bits.div_ceil(64) as usize];
                 for (k, &key) in keys.codes.iter().enumerate() {
@@ -774,12 +815,8 @@ fn aggregate(s: &SelectionPlan, groups: &Groups, sel: &Sel, ctx: &Ctx<'_>) -> Ve
             })
     };
     let distinct = |fields: &[Access<'_>]| -> Vec<Value> {
-        let mut keys = Keys::new(sel.len(), BITS_MAX / groups.card as u64);
-        for f in fields {
-            keys.push(*f, sel, None, ctx);
-        }
         groups
-            .count_distinct(keys)
+            .count_distinct(fields, sel, ctx)
             .into_iter()
             .map(|n| Value::Int(i128::from(n)))
             .collect()
@@ -921,13 +958,8 @@ pub(crate) fn evaluate(
     let sel = select(table.len(), preds);
     let items: Vec<ResponseItem> = match plan.shape {
         QueryShape::Pcw => {
-            let sum = |name: &str| -> i128 {
-                table.column(name).map_or(0, |c| {
-                    let mut total = 0i128;
-                    scan(&c.data, &sel, |_, v| total += i128::from(v));
-                    total
-                })
-            };
+            let sum =
+                |name: &str| -> i128 { table.column(name).map_or(0, |c| total(&c.data, &sel)) };
             let (auto, cmd, user) = (
                 sum("vendor_bytes_by_autocomplete"),
                 sum("vendor_bytes_by_command"),

@@ -55,6 +55,7 @@ impl Default for Packed {
 }
 
 impl Packed {
+    #[inline]
     fn width_of(v: i64) -> u8 {
         if v < 0 || v > i64::from(u32::MAX) {
             3
@@ -67,6 +68,7 @@ impl Packed {
         }
     }
 
+    #[inline]
     fn width(&self) -> u8 {
         match self {
             Packed::U8(_) => 0,
@@ -76,11 +78,9 @@ impl Packed {
         }
     }
 
-    /// Converts to width `w` (never narrower).
+    /// Converts to the wider width `w`.
+    #[cold]
     fn widen(&mut self, w: u8) {
-        if w <= self.width() {
-            return;
-        }
         let old = std::mem::take(self);
         *self = with_packed!(&old, v => {
             let it = v.iter().map(|&x| x as i64);
@@ -104,8 +104,12 @@ impl Packed {
     }
 
     /// Appends a value.
+    #[inline]
     pub(crate) fn push(&mut self, x: i64) {
-        self.widen(Packed::width_of(x));
+        let w = Packed::width_of(x);
+        if w > self.width() {
+            self.widen(w);
+        }
         match self {
             Packed::U8(v) => v.push(x as u8),
             Packed::U16(v) => v.push(x as u16),
@@ -116,7 +120,10 @@ impl Packed {
 
     /// Overwrites the value at `i`.
     pub(crate) fn set(&mut self, i: usize, x: i64) {
-        self.widen(Packed::width_of(x));
+        let w = Packed::width_of(x);
+        if w > self.width() {
+            self.widen(w);
+        }
         match self {
             Packed::U8(v) => v[i] = x as u8,
             Packed::U16(v) => v[i] = x as u16,
@@ -131,63 +138,68 @@ impl Packed {
     }
 }
 
-/// An open-addressing hash table of `u32` entries (row numbers or dictionary codes) whose
-/// keys live elsewhere: callers give the hash of a key and how to compare an entry with it,
-/// so the table costs four bytes a slot whatever the key.
+/// An open-addressing hash table of the entries `0..len` (row numbers or dictionary
+/// codes) whose keys live elsewhere: callers give the hash of a key and how to compare an
+/// entry with it. A slot holds an entry with the low 32 bits of its hash, so a probe is
+/// one memory access and reads the key only when those bits match, and growing moves the
+/// slots without hashing any key again (linear probing, at most 7/8 full).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Slots {
-    table: Vec<u32>,
-    len: usize,
+    /// 0 for an empty slot, else `hash << 32 | (entry + 1)`.
+    slots: Vec<u64>,
+    len: u32,
 }
-
-const EMPTY: u32 = u32::MAX;
 
 impl Slots {
     /// The entry whose key `eq` accepts, among those with this hash.
     #[inline]
     pub(crate) fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
-        if self.table.is_empty() {
+        if self.slots.is_empty() {
             return None;
         }
-        let mask = self.table.len() - 1;
-        let mut i = hash as usize & mask;
+        let mask = self.slots.len() - 1;
+        let h = hash as u32;
+        let mut i = h as usize & mask;
         loop {
-            let e = self.table[i];
-            if e == EMPTY {
+            let s = self.slots[i];
+            if s == 0 {
                 return None;
             }
-            if eq(e) {
-                return Some(e);
+            let entry = (s as u32).wrapping_sub(1);
+            if (s >> 32) as u32 == h && eq(entry) {
+                return Some(entry);
             }
             i = (i + 1) & mask;
         }
     }
 
-    /// Adds an entry that is not in the table; `rehash` gives the hash of a stored entry
-    /// when the table grows.
-    pub(crate) fn insert(&mut self, hash: u64, entry: u32, rehash: impl Fn(u32) -> u64) {
-        if (self.len + 1) * 4 > self.table.len() * 3 {
-            let cap = (self.table.len() * 2).max(16);
-            let old = std::mem::replace(&mut self.table, vec![EMPTY; cap]);
-            for e in old.into_iter().filter(|&e| e != EMPTY) {
-                self.place(rehash(e), e);
+    /// Adds the next entry, `len`, whose key (of this hash) is not in the table.
+    pub(crate) fn insert_next(&mut self, hash: u64) -> u32 {
+        let entry = self.len;
+        assert!(entry < u32::MAX - 1, "fewer than 2^32 - 2 entries");
+        if (entry as usize + 1) * 8 > self.slots.len() * 7 {
+            let cap = (self.slots.len() * 2).max(16);
+            let old = std::mem::replace(&mut self.slots, vec![0; cap]);
+            for s in old.into_iter().filter(|&s| s != 0) {
+                self.place(s);
             }
         }
-        self.place(hash, entry);
+        self.place((hash & 0xFFFF_FFFF) << 32 | u64::from(entry + 1));
         self.len += 1;
+        entry
     }
 
-    fn place(&mut self, hash: u64, entry: u32) {
-        let mask = self.table.len() - 1;
-        let mut i = hash as usize & mask;
-        while self.table[i] != EMPTY {
+    fn place(&mut self, slot: u64) {
+        let mask = self.slots.len() - 1;
+        let mut i = (slot >> 32) as usize & mask;
+        while self.slots[i] != 0 {
             i = (i + 1) & mask;
         }
-        self.table[i] = entry;
+        self.slots[i] = slot;
     }
 
     fn heap_bytes(&self) -> usize {
-        self.table.capacity() * 4
+        self.slots.capacity() * 8
     }
 }
 
@@ -207,12 +219,8 @@ impl Dict {
         if let Some(c) = self.slots.find(h, |c| &*values[c as usize] == s) {
             return c;
         }
-        let code = u32::try_from(self.values.len()).expect("fewer than 2^32 distinct values");
         self.values.push(s.into());
-        let (values, state) = (&self.values, &self.state);
-        self.slots
-            .insert(h, code, |c| state.hash_one(&*values[c as usize]));
-        code
+        self.slots.insert_next(h)
     }
 
     /// The value of a code.
@@ -350,13 +358,6 @@ impl Column {
         }
     }
 
-    /// The value used to hash and compare identities: microseconds for times, whatever the
-    /// unit, so that a change of unit keeps the index valid.
-    #[inline]
-    fn identity_value(&self, row: usize) -> i64 {
-        self.data.get(row) * self.unit
-    }
-
     fn heap_bytes(&self) -> usize {
         self.data.heap_bytes()
             + self.dict.as_ref().map_or(0, Dict::heap_bytes)
@@ -421,14 +422,6 @@ impl Table {
         self.time.map(|i| &self.columns[i])
     }
 
-    fn row_hash(&self, row: usize) -> u64 {
-        let mut h = self.state.build_hasher();
-        for &c in &self.identity {
-            h.write_i64(self.columns[c].identity_value(row));
-        }
-        h.finish()
-    }
-
     /// Stores a record: it replaces the row with its identity, else it is appended.
     pub(crate) fn upsert(&mut self, rec: &Record) {
         debug_assert!(std::ptr::eq(rec.kind(), self.kind));
@@ -457,16 +450,12 @@ impl Table {
                 row
             }
             None => {
-                let row = self.rows;
+                let row = self.index.insert_next(hash) as usize;
                 for (col, v) in self.columns.iter_mut().zip(&vals) {
                     col.data.push(v.unwrap_or(0));
                     col.mark_absent(row, v.is_none());
                 }
                 self.rows += 1;
-                let entry = u32::try_from(row).expect("fewer than 2^32 rows a table");
-                let mut index = std::mem::take(&mut self.index);
-                index.insert(hash, entry, |r| self.row_hash(r as usize));
-                self.index = index;
                 row
             }
         };
