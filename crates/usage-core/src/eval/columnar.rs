@@ -26,7 +26,7 @@ use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
 use super::reference::{item, metadata};
-use super::store::{Column, Packed, Table, with_packed};
+use super::store::{Column, Lane, Packed, Table, with_packed};
 use super::value::{Value, average, passes, percent};
 use crate::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, SelectionPlan, TimeRange};
 use crate::schema::records::RecordType;
@@ -90,12 +90,12 @@ pub(crate) fn scan(data: &Packed, sel: &Sel, mut f: impl FnMut(usize, i64)) {
     with_packed!(data, v => match sel {
         Sel::All(n) => {
             for (k, &x) in v[..*n].iter().enumerate() {
-                f(k, x as i64);
+                f(k, x.wide());
             }
         }
         Sel::Rows(rows) => {
             for (k, &r) in rows.iter().enumerate() {
-                f(k, v[r as usize] as i64);
+                f(k, v[r as usize].wide());
             }
         }
     })
@@ -107,14 +107,14 @@ fn restrict_by(data: &Packed, sel: Sel, test: impl Fn(i64) -> bool) -> Sel {
         Sel::All(n) => {
             let mut out = Vec::new();
             for (i, &x) in v[..n].iter().enumerate() {
-                if test(x as i64) {
+                if test(x.wide()) {
                     out.push(i as u32);
                 }
             }
             Sel::Rows(out)
         }
         Sel::Rows(mut rows) => {
-            rows.retain(|&r| test(v[r as usize] as i64));
+            rows.retain(|&r| test(v[r as usize].wide()));
             Sel::Rows(rows)
         }
     })
@@ -209,6 +209,8 @@ pub(crate) enum Pred<'a> {
     Codes(&'a Packed, Vec<bool>),
     /// Rows whose value lies in the set.
     Ranges(&'a Packed, RangeSet),
+    /// No row.
+    Never,
 }
 
 impl Pred<'_> {
@@ -219,6 +221,7 @@ impl Pred<'_> {
             Pred::Codes(_, pass) if !pass.iter().any(|p| *p) => Some(false),
             Pred::Ranges(_, set) if set.is_full() => Some(true),
             Pred::Ranges(_, set) if set.0.is_empty() => Some(false),
+            Pred::Never => Some(false),
             _ => None,
         }
     }
@@ -231,6 +234,7 @@ impl Pred<'_> {
                 restrict_by(data, sel, |x| lo <= x && x <= hi)
             }
             Pred::Ranges(data, set) => restrict_by(data, sel, |x| set.contains(x)),
+            Pred::Never => Sel::Rows(Vec::new()),
         }
     }
 }
@@ -408,11 +412,28 @@ impl<'a> Access<'a> {
         }
     }
 
+    /// How a filter value compares with this field as a monotone key of the stored value
+    /// `u` of a column in `unit`: `floor((u * unit + a) / m)` against `c`, as `(c, a, m)`;
+    /// `None` for a value of another type.
+    fn monotone_key(&self, fv: &FilterValue) -> Option<(i64, i64, i64)> {
+        match (*self, fv) {
+            (Access::Int(_), FilterValue::Int(c)) => Some((*c, 0, 1)),
+            (Access::Instant(_), FilterValue::Time(t)) => Some((t.0, 0, 1)),
+            (Access::Instant(_), FilterValue::TimeDate(d)) => {
+                Some((i64::from(d.0), 0, MICROS_PER_DAY))
+            }
+            (Access::Bucket { offset, period, .. }, FilterValue::Date(d))
+                if period == MICROS_PER_DAY =>
+            {
+                Some((i64::from(d.0), offset, period))
+            }
+            _ => None,
+        }
+    }
+
     /// The compiled form of a filter on this field (`None`: every row passes).
     fn filter(&self, test: &FilterTest, ty: ValueType, ctx: &Ctx<'_>) -> Option<Pred<'a>> {
-        // How the filter value compares with the monotone key `floor((t + a) / m)` of a
-        // stored value `t`: `(c, a, m)`, or `None` when the types differ.
-        let key: Box<dyn Fn(&FilterValue) -> Option<(i64, i64, i64)>> = match *self {
+        let col = match *self {
             Access::Text(col) => {
                 return Some(text_pred(col, |s| {
                     passes(&Value::Text(s.to_string()), test, ty)
@@ -420,11 +441,8 @@ impl<'a> Access<'a> {
             }
             Access::Metadata(col) => {
                 return Some(text_pred(col, |s| {
-                    passes(
-                        &Value::Text(metadata(ctx.email_of_key.get(s).map(String::as_str))),
-                        test,
-                        ty,
-                    )
+                    let m = metadata(ctx.email_of_key.get(s).map(String::as_str));
+                    passes(&Value::Text(m), test, ty)
                 }));
             }
             Access::Bool(col) => {
@@ -434,29 +452,11 @@ impl<'a> Access<'a> {
                     .collect();
                 return Some(Pred::Codes(&col.data, pass));
             }
-            Access::None => {
-                return (!passes(&Value::Null, test, ty))
-                    .then(|| Pred::Ranges(&EMPTY_PACKED, RangeSet::empty()));
-            }
-            Access::Int(_) => Box::new(|fv| match fv {
-                FilterValue::Int(c) => Some((*c, 0, 1)),
-                _ => None,
-            }),
-            Access::Instant(_) => Box::new(|fv| match fv {
-                FilterValue::Time(t) => Some((t.0, 0, 1)),
-                FilterValue::TimeDate(d) => Some((i64::from(d.0), 0, MICROS_PER_DAY)),
-                _ => None,
-            }),
-            Access::Bucket { offset, period, .. } => Box::new(move |fv| match fv {
-                FilterValue::Date(d) if period == MICROS_PER_DAY => {
-                    Some((i64::from(d.0), offset, period))
-                }
-                _ => None,
-            }),
+            Access::None => return (!passes(&Value::Null, test, ty)).then_some(Pred::Never),
+            Access::Int(col) | Access::Instant(col) | Access::Bucket { col, .. } => col,
         };
-        let col = self.column()?;
         let set = match test {
-            FilterTest::Compare(op, fv) => match key(fv) {
+            FilterTest::Compare(op, fv) => match self.monotone_key(fv) {
                 Some((c, a, m)) => key_range(*op, c, a, m, col.unit),
                 // Values of another type compare as less (`compare_filter`).
                 None if op.accepts(Ordering::Less) => RangeSet::full(),
@@ -464,15 +464,13 @@ impl<'a> Access<'a> {
             },
             FilterTest::AnyOf(values) => values
                 .iter()
-                .filter_map(|fv| key(fv))
+                .filter_map(|fv| self.monotone_key(fv))
                 .map(|(c, a, m)| key_range(FilterOp::Equal, c, a, m, col.unit))
                 .fold(RangeSet::empty(), RangeSet::union),
         };
         Some(Pred::Ranges(&col.data, set))
     }
 }
-
-static EMPTY_PACKED: Packed = Packed::U8(Vec::new());
 
 fn metadata_of(api_key: &Column, code: i64, ctx: &Ctx<'_>) -> String {
     let key = api_key.dict.as_ref().map_or("", |d| d.value(code));
@@ -668,6 +666,32 @@ fn min_max(data: &Packed, sel: &Sel) -> Option<(i64, i64)> {
     (lo <= hi).then_some((lo, hi))
 }
 
+/// A set of the integers below a bound.
+pub(crate) struct Bitmap(Vec<u64>);
+
+impl Bitmap {
+    /// An empty set of integers below `bits`.
+    pub(crate) fn new(bits: u64) -> Bitmap {
+        Bitmap(vec![0; bits.div_ceil(64) as usize])
+    }
+
+    /// Adds `i`; whether it was new.
+    #[inline]
+    pub(crate) fn insert(&mut self, i: u64) -> bool {
+        let (w, b) = (&mut self.0[(i / 64) as usize], 1u64 << (i % 64));
+        let new = *w & b == 0;
+        *w |= b;
+        new
+    }
+
+    /// How many of `range` are in the set.
+    pub(crate) fn count(&self, range: std::ops::Range<u64>) -> u64 {
+        range
+            .filter(|i| self.0[(i / 64) as usize] & (1 << (i % 64)) != 0)
+            .count() as u64
+    }
+}
+
 /// The groups of the selected rows: each row's group, and per group its row count and
 /// first row.
 struct Groups {
@@ -748,15 +772,10 @@ impl Groups {
             && let Some(bits) = bitmap(col.dict.as_ref().map_or(1, |d| d.values().len()) as u64)
         {
             let p = bits / self.card as u64;
-            let mut seen = vec![0u64; bits.div_ceil(64) as usize];
+            let mut seen = Bitmap::new(bits);
             scan(&col.data, sel, |k, v| {
                 let g = self.of(k);
-                let i = g as u64 * p + v as u64;
-                let (w, b) = ((i / 64) as usize, i % 64);
-                if seen[w] & (1 << b) == 0 {
-                    seen[w] |= 1 << b;
-                    out[g] += 1;
-                }
+                out[g] += u64::from(seen.insert(g as u64 * p + v as u64));
             });
             return out;
         }
@@ -770,15 +789,10 @@ impl Groups {
         let p = keys.card;
         match bitmap(p) {
             Some(bits) => {
-                let mut seen = vec![0u64; bits.div_ceil(64) as usize];
+                let mut seen = Bitmap::new(bits);
                 for (k, &key) in keys.codes.iter().enumerate() {
                     let g = self.of(k);
-                    let i = g as u64 * p + key;
-                    let (w, b) = ((i / 64) as usize, i % 64);
-                    if seen[w] & (1 << b) == 0 {
-                        seen[w] |= 1 << b;
-                        out[g] += 1;
-                    }
+                    out[g] += u64::from(seen.insert(g as u64 * p + key));
                 }
             }
             None => {
@@ -940,7 +954,7 @@ pub(crate) fn evaluate(
     if let Some(allowed) = ctx.allowed_keys {
         match table.column("api_key") {
             Some(col) => preds.push(text_pred(col, |k| allowed.contains(k))),
-            None => preds.push(Pred::Ranges(&EMPTY_PACKED, RangeSet::empty())),
+            None => preds.push(Pred::Never),
         }
     }
     if plan.shape == QueryShape::Pcw

@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::TeamData;
-use super::columnar::{Pred, Sel, scan, select, text_pred, time_range_pred};
+use super::columnar::{Bitmap, Pred, Sel, scan, select, text_pred, time_range_pred};
 use super::store::{Column, Table};
 use crate::ident::{Ident, WireEnum};
 use crate::load::Record;
@@ -62,11 +62,7 @@ pub fn user_row(
 /// Distinct (user, day) pairs: a bitmap over users × days when the span allows, else a
 /// sorted list.
 enum DayPairs {
-    Bits {
-        words: Vec<u64>,
-        first: i64,
-        span: u64,
-    },
+    Bits { set: Bitmap, first: i64, span: u64 },
     List(Vec<(u32, i64)>),
 }
 
@@ -77,7 +73,7 @@ impl DayPairs {
                 let span = (last - first + 1) as u64;
                 match (users as u64).checked_mul(span) {
                     Some(bits) if bits <= DAY_BITS_MAX => DayPairs::Bits {
-                        words: vec![0; bits.div_ceil(64) as usize],
+                        set: Bitmap::new(bits),
                         first,
                         span,
                     },
@@ -91,9 +87,8 @@ impl DayPairs {
     #[inline]
     fn add(&mut self, user: u32, day: i64) {
         match self {
-            DayPairs::Bits { words, first, span } => {
-                let i = u64::from(user) * *span + (day - *first) as u64;
-                words[(i / 64) as usize] |= 1 << (i % 64);
+            DayPairs::Bits { set, first, span } => {
+                set.insert(u64::from(user) * *span + (day - *first) as u64);
             }
             DayPairs::List(v) => v.push((user, day)),
         }
@@ -103,12 +98,9 @@ impl DayPairs {
     fn counts(self, users: usize) -> Vec<i64> {
         let mut out = vec![0i64; users];
         match self {
-            DayPairs::Bits { words, span, .. } => {
+            DayPairs::Bits { set, span, .. } => {
                 for (u, n) in out.iter_mut().enumerate() {
-                    let (lo, hi) = (u as u64 * span, (u as u64 + 1) * span);
-                    *n = (lo..hi)
-                        .filter(|i| words[(i / 64) as usize] & (1 << (i % 64)) != 0)
-                        .count() as i64;
+                    *n = set.count(u as u64 * span..(u as u64 + 1) * span) as i64;
                 }
             }
             DayPairs::List(mut v) => {

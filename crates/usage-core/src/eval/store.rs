@@ -34,6 +34,31 @@ pub(crate) enum Packed {
     I64(Vec<i64>),
 }
 
+/// An integer of one of the widths of [`Packed`].
+pub(crate) trait Lane: Copy {
+    /// The value as an `i64`.
+    fn wide(self) -> i64;
+}
+
+macro_rules! lane {
+    ($($t:ty),*) => {$(
+        impl Lane for $t {
+            #[inline]
+            fn wide(self) -> i64 {
+                i64::from(self)
+            }
+        }
+    )*};
+}
+lane!(u8, u16, u32);
+
+impl Lane for i64 {
+    #[inline]
+    fn wide(self) -> i64 {
+        self
+    }
+}
+
 /// Runs `$body` with `$v` bound to the slice of whichever width `$p` has: the one place
 /// where the evaluator's loops are specialised per width.
 macro_rules! with_packed {
@@ -83,7 +108,7 @@ impl Packed {
     fn widen(&mut self, w: u8) {
         let old = std::mem::take(self);
         *self = with_packed!(&old, v => {
-            let it = v.iter().map(|&x| x as i64);
+            let it = v.iter().map(|&x| x.wide());
             match w {
                 1 => Packed::U16(it.map(|x| x as u16).collect()),
                 2 => Packed::U32(it.map(|x| x as u32).collect()),
@@ -100,7 +125,7 @@ impl Packed {
     /// The value at `i`.
     #[inline]
     pub(crate) fn get(&self, i: usize) -> i64 {
-        with_packed!(self, v => v[i] as i64)
+        with_packed!(self, v => v[i].wide())
     }
 
     /// Appends a value.
