@@ -391,7 +391,7 @@ impl<'a> Access<'a> {
         }
         let x = col.data.get(row);
         match *self {
-            Access::Text(c) => Value::Text(c.dict.as_ref().map_or("", |d| d.value(x)).to_string()),
+            Access::Text(c) => Value::Text(c.text(row).to_string()),
             Access::Bool(_) => Value::Bool(x != 0),
             Access::Int(_) => Value::Int(i128::from(x)),
             Access::Instant(c) => Value::Time(Timestamp(x * c.unit)),
@@ -510,7 +510,9 @@ impl Keys {
         Keys {
             codes: vec![0; n],
             card: 1,
-            max_card: max_card.max(1),
+            // At most 2^32, so that after renumbering (at most one code per row, fewer
+            // than 2^32 rows) a product with the next field fits a u64.
+            max_card: max_card.clamp(1, 1 << 32),
         }
     }
 
@@ -908,38 +910,36 @@ fn aggregate(s: &SelectionPlan, groups: &Groups, sel: &Sel, ctx: &Ctx<'_>) -> Ve
     }
 }
 
-/// The order of raw rows: time, `api_key`, the other identity fields in their order
-/// (versions by version order), which ends with `id` for events.
-fn raw_order(table: &Table, a: usize, b: usize) -> Ordering {
+/// Sorts rows in the order of raw rows: time, `api_key`, the other identity fields in
+/// their order (versions by version order), which ends with `id` for events.
+fn sort_raw(table: &Table, rows: &mut [usize]) {
     let kind = table.kind;
-    let time = table
-        .time_column()
-        .map_or(Ordering::Equal, |t| t.micros(a).cmp(&t.micros(b)));
-    let text = |name: &str, a: usize, b: usize| -> Ordering {
-        let Some(col) = table.column(name) else {
-            return Ordering::Equal;
-        };
-        let get = |r: usize| {
-            if col.is_absent(r) {
-                ""
-            } else {
-                col.dict.as_ref().map_or("", |d| d.value(col.data.get(r)))
-            }
-        };
-        if name == "version" {
-            crate::version::compare(get(a), get(b))
-        } else {
-            get(a).as_bytes().cmp(get(b).as_bytes())
-        }
-    };
-    time.then_with(|| text("api_key", a, b)).then_with(|| {
-        kind.identity
-            .iter()
-            .filter(|n| **n != "api_key" && Some(**n) != kind.time)
-            .map(|n| text(n, a, b))
-            .find(|o| *o != Ordering::Equal)
-            .unwrap_or(Ordering::Equal)
-    })
+    let keys: Vec<(&Column, bool)> = std::iter::once("api_key")
+        .chain(
+            kind.identity
+                .iter()
+                .copied()
+                .filter(|n| *n != "api_key" && Some(*n) != kind.time),
+        )
+        .filter_map(|n| Some((table.column(n)?, n == "version")))
+        .collect();
+    let time = table.time_column();
+    rows.sort_by(|&a, &b| {
+        let by_time = time.map_or(Ordering::Equal, |t| t.micros(a).cmp(&t.micros(b)));
+        by_time.then_with(|| {
+            keys.iter()
+                .map(|&(col, version)| {
+                    let (x, y) = (col.text(a), col.text(b));
+                    if version {
+                        crate::version::compare(x, y)
+                    } else {
+                        x.as_bytes().cmp(y.as_bytes())
+                    }
+                })
+                .find(|o| *o != Ordering::Equal)
+                .unwrap_or(Ordering::Equal)
+        })
+    });
 }
 
 /// Evaluates one validated query; `Err(n)` when its answer has `n` items, more than
@@ -999,7 +999,7 @@ pub(crate) fn evaluate(
                 return Err(sel.len());
             }
             let mut rows: Vec<usize> = (0..sel.len()).map(|k| sel.row(k)).collect();
-            rows.sort_by(|&a, &b| raw_order(table, a, b));
+            sort_raw(table, &mut rows);
             let access: Vec<Access<'_>> = plan
                 .selections
                 .iter()

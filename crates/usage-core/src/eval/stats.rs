@@ -210,15 +210,14 @@ fn agent_rows(table: &Table, plan: &AgentPlan, keys: Option<&HashSet<String>>) -
     select(table.len(), preds)
 }
 
-fn text_at<'t>(table: &'t Table, name: &str, row: usize) -> &'t str {
-    table
-        .column(name)
-        .and_then(|c| c.dict.as_ref().map(|d| d.value(c.data.get(row))))
-        .unwrap_or("")
+/// The text of a row in a column (`""` without the column).
+fn text_at(col: Option<&Column>, row: usize) -> &str {
+    col.map_or("", |c| c.text(row))
 }
 
-fn count_at(table: &Table, name: &str, row: usize) -> i64 {
-    table.column(name).map_or(0, |c| c.data.get(row))
+/// The count of a row in a column (0 without the column).
+fn count_at(col: Option<&Column>, row: usize) -> i64 {
+    col.map_or(0, |c| c.data.get(row))
 }
 
 fn saturate(x: i128) -> i64 {
@@ -244,13 +243,15 @@ pub(crate) fn agent(
                 if let Some((t, sel)) = rows(&records::AGENT_LINES)
                     && let Some(time) = t.time_column()
                 {
+                    let (suggested, accepted) =
+                        (t.column("lines_suggested"), t.column("lines_accepted"));
                     for k in 0..sel.len() {
                         let r = sel.row(k);
                         let e = by_day
                             .entry(time.micros(r).div_euclid(MICROS_PER_DAY))
                             .or_default();
-                        e.0 += i128::from(count_at(t, "lines_suggested", r));
-                        e.1 += i128::from(count_at(t, "lines_accepted", r));
+                        e.0 += i128::from(count_at(suggested, r));
+                        e.1 += i128::from(count_at(accepted, r));
                     }
                 }
                 let entries = by_day
@@ -273,28 +274,25 @@ pub(crate) fn agent(
                 if let Some((t, sel)) = rows(&records::AGENT_RUNS)
                     && let Some(time) = t.time_column()
                 {
+                    let col = |name| t.column(name);
+                    let (agent_id, id) = (col("agent_id"), col("id"));
                     let mut runs: Vec<usize> = (0..sel.len()).map(|k| sel.row(k)).collect();
                     runs.sort_by(|&a, &b| {
+                        let by = |c, r| text_at(c, r).as_bytes();
                         time.micros(a)
                             .cmp(&time.micros(b))
-                            .then_with(|| {
-                                let id = |r| text_at(t, "agent_id", r).as_bytes();
-                                id(a).cmp(id(b))
-                            })
-                            .then_with(|| {
-                                let id = |r| text_at(t, "id", r).as_bytes();
-                                id(a).cmp(id(b))
-                            })
+                            .then_with(|| by(agent_id, a).cmp(by(agent_id, b)))
+                            .then_with(|| by(id, a).cmp(by(id, b)))
                     });
                     entries = runs
                         .into_iter()
                         .map(|r| AgentRunEntry {
                             day: Timestamp(time.micros(r)).date().start(),
-                            model: text_at(t, "model", r).to_string(),
-                            mode: Ident::parse(text_at(t, "mode", r)),
-                            messages_sent: count_at(t, "messages_sent", r),
-                            agent_id: text_at(t, "agent_id", r).to_string(),
-                            prompts_used: count_at(t, "prompts_used", r),
+                            model: text_at(col("model"), r).to_string(),
+                            mode: Ident::parse(text_at(col("mode"), r)),
+                            messages_sent: count_at(col("messages_sent"), r),
+                            agent_id: text_at(agent_id, r).to_string(),
+                            prompts_used: count_at(col("prompts_used"), r),
                         })
                         .collect();
                 }

@@ -342,6 +342,14 @@ impl Column {
         self.data.get(row) * self.unit
     }
 
+    /// The text at `row` of a text or enum column (`""` when not given).
+    pub(crate) fn text(&self, row: usize) -> &str {
+        match &self.dict {
+            Some(d) if !self.is_absent(row) => d.value(self.data.get(row)),
+            _ => "",
+        }
+    }
+
     /// Whether the value at `row` was not given.
     pub(crate) fn is_absent(&self, row: usize) -> bool {
         self.absent
