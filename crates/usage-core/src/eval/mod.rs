@@ -6,8 +6,8 @@
 //! records are stored column by column, one table per record kind (`store`): text
 //! dictionary-coded per column, times and counts as packed integers, an identity index to
 //! replace records in place. Custom queries run on those columns (`columnar`), as do user
-//! and agent statistics ([`stats`]). [`reference`](mod@reference) is the naive row-by-row oracle they are
-//! tested against.
+//! and agent statistics ([`stats`]). [`reference`](mod@reference) is the naive row-by-row
+//! oracle they are tested against.
 
 mod columnar;
 pub mod reference;
