@@ -9,9 +9,11 @@
 //! - counts: the counts; booleans: 0 or 1.
 //!
 //! Optional fields that were not given are marked in a bitmap, so that a stored record reads
-//! back exactly as it was applied. An identity index ([`Slots`], open addressing over row
-//! numbers, hashing the identity columns) finds the row a record replaces (contract
-//! section 8), so that appending and upserting never rebuild anything.
+//! back exactly as it was applied. An identity index ([`Slots`]: row numbers by a hash of
+//! the identity columns, times hashed in microseconds so that a change of unit keeps it
+//! valid) finds the row a record replaces (contract section 8): a replaced record is
+//! overwritten in place, a new one appended; nothing is rebuilt but the index's slots
+//! when it doubles.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
