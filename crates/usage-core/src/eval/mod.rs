@@ -2,13 +2,21 @@
 //! `UserPageAnalytics` and `AgentAnalytics` computed from them.
 //!
 //! [`TeamData`] holds one team's users, groups and usage records, accepts batches of
-//! records (upserting by identity, contract section 8) and answers validated plans.
+//! records (upserting by identity, contract section 8) and answers validated plans. Usage
+//! records are stored column by column, one table per record kind (`store`): text
+//! dictionary-coded per column, times and counts as packed integers, an identity index to
+//! replace records in place. Custom queries run on those columns (`columnar`), as do user
+//! and agent statistics ([`stats`]). [`reference`](mod@reference) is the naive row-by-row
+//! oracle they are tested against.
 
+mod columnar;
 pub mod reference;
 pub mod stats;
+mod store;
 pub mod value;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::OnceLock;
 
 use crate::error::{JsonPath, Rule, Violation};
 use crate::load::{Batch, FieldValue, Record};
@@ -18,6 +26,7 @@ use crate::schema::records::{self, RecordKind};
 use crate::time::Timestamp;
 use crate::wire::specs::INGEST;
 use crate::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
+use store::Table;
 
 /// Why a plan could not be answered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,13 +61,46 @@ impl EvalError {
     }
 }
 
+/// The record kinds stored column by column, one table each: every kind of usage data.
+static COLUMNAR: [&RecordKind; 7] = [
+    &records::AUTOCOMPLETE,
+    &records::CHAT,
+    &records::COMMAND,
+    &records::PCW,
+    &records::AGENT_LINES,
+    &records::AGENT_RUNS,
+    &records::AGENT_TOOL_USAGE,
+];
+
 /// One team's data: users, groups and usage records of every kind.
-#[derive(Debug, Default, Clone)]
+///
+/// Users and groups are kept as records by identity; usage records (autocomplete, chat,
+/// command, PCW, agent lines, runs and tool usage) column by column, one table per kind.
+#[derive(Debug, Clone)]
 pub struct TeamData {
-    /// Records of every kind but `billing`, by kind name, then identity.
-    kinds: HashMap<&'static str, BTreeMap<String, Record>>,
+    /// `users` records by identity.
+    users: BTreeMap<String, Record>,
+    /// `groups` records by identity.
+    groups: BTreeMap<String, Record>,
+    /// One table per kind of [`COLUMNAR`], in its order.
+    tables: Vec<Table>,
     /// api_key -> e-mail of its user.
     email_of_key: HashMap<String, String>,
+    /// The records of each table as [`TeamData::records`] returns them, made on first use
+    /// after a change.
+    materialized: Vec<OnceLock<Vec<Record>>>,
+}
+
+impl Default for TeamData {
+    fn default() -> TeamData {
+        TeamData {
+            users: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            tables: COLUMNAR.iter().map(|k| Table::new(k)).collect(),
+            email_of_key: HashMap::new(),
+            materialized: COLUMNAR.iter().map(|_| OnceLock::new()).collect(),
+        }
+    }
 }
 
 impl TeamData {
@@ -67,33 +109,46 @@ impl TeamData {
         TeamData::default()
     }
 
-    fn of(&self, kind: &RecordKind) -> impl Iterator<Item = &Record> {
-        self.kinds
-            .get(kind.name)
-            .into_iter()
-            .flat_map(|m| m.values())
+    fn table_index(kind: &RecordKind) -> Option<usize> {
+        COLUMNAR.iter().position(|k| k.name == kind.name)
+    }
+
+    /// The table of a kind of usage records.
+    fn table(&self, kind: &RecordKind) -> Option<&Table> {
+        TeamData::table_index(kind).map(|i| &self.tables[i])
+    }
+
+    /// The records kept by identity (users, groups).
+    fn by_identity(&self, kind: &RecordKind) -> Option<&BTreeMap<String, Record>> {
+        match kind.name {
+            "users" => Some(&self.users),
+            "groups" => Some(&self.groups),
+            _ => None,
+        }
     }
 
     /// The number of stored records of a kind.
     pub fn len(&self, kind: &RecordKind) -> usize {
-        self.kinds.get(kind.name).map_or(0, BTreeMap::len)
+        match (self.by_identity(kind), self.table(kind)) {
+            (Some(m), _) => m.len(),
+            (None, Some(t)) => t.len(),
+            (None, None) => 0,
+        }
     }
 
     /// Whether the team has no records at all.
     pub fn is_empty(&self) -> bool {
-        self.kinds.values().all(BTreeMap::is_empty)
+        self.users.is_empty() && self.groups.is_empty() && self.tables.iter().all(|t| t.len() == 0)
     }
 
     /// The user with this e-mail.
     pub fn user(&self, email: &str) -> Option<&Record> {
-        self.kinds.get(records::USERS.name)?.get(&key_of(email))
+        self.users.get(&key_of(email))
     }
 
     /// Whether a group with this id exists.
     pub fn has_group_id(&self, group_id: &str) -> bool {
-        self.kinds
-            .get(records::GROUPS.name)
-            .is_some_and(|m| m.contains_key(&key_of(group_id)))
+        self.groups.contains_key(&key_of(group_id))
     }
 
     /// The group ids a user is a member of (ids of groups that exist), sorted bytewise.
@@ -112,7 +167,8 @@ impl TeamData {
 
     /// The id of the group with this name.
     pub fn group_id_by_name(&self, name: &str) -> Option<String> {
-        self.of(&records::GROUPS)
+        self.groups
+            .values()
             .find(|g| g.text("group_name") == name)
             .map(|g| g.text("group_id").to_string())
     }
@@ -122,7 +178,8 @@ impl TeamData {
     pub fn members(&self, group_name: &str) -> Option<Vec<&Record>> {
         let id = self.group_id_by_name(group_name)?;
         Some(
-            self.of(&records::USERS)
+            self.users
+                .values()
                 .filter(|u| matches!(u.get("groups"), FieldValue::Groups(g) if g.contains(&id)))
                 .collect(),
         )
@@ -182,7 +239,8 @@ impl TeamData {
             }
         } else if batch.kind == &records::GROUPS {
             let mut owner: HashMap<String, String> = self
-                .of(&records::GROUPS)
+                .groups
+                .values()
                 .map(|g| {
                     (
                         g.text("group_name").to_string(),
@@ -215,19 +273,30 @@ impl TeamData {
         crate::validate::finish(v, || out)
     }
 
-    /// Applies a prepared batch: each record replaces the stored one with its identity.
-    /// `billing` batches are not team data and are ignored here.
+    /// Applies a prepared batch: each record replaces the stored one with its identity
+    /// (a replaced usage record keeps its row). `billing` batches are not team data and
+    /// are ignored here.
     pub fn apply(&mut self, batch: &Batch) {
-        if batch.kind == &records::BILLING {
-            return;
-        }
-        let map = self.kinds.entry(batch.kind.name).or_default();
+        let map = match batch.kind.name {
+            "users" => &mut self.users,
+            "groups" => &mut self.groups,
+            _ => {
+                if let Some(i) = TeamData::table_index(batch.kind) {
+                    for r in &batch.records {
+                        self.tables[i].upsert(r);
+                    }
+                    self.materialized[i] = OnceLock::new();
+                }
+                return;
+            }
+        };
         for r in &batch.records {
             map.insert(r.identity(), r.clone());
         }
-        if batch.kind == &records::USERS {
+        if batch.kind.name == "users" {
             self.email_of_key = self
-                .of(&records::USERS)
+                .users
+                .values()
                 .map(|u| (u.text("api_key").to_string(), u.text("email").to_string()))
                 .collect();
         }
@@ -262,20 +331,21 @@ impl TeamData {
         let allowed = self.allowed_keys(plan.group_name.as_deref())?;
         let mut results = Vec::with_capacity(plan.queries.len());
         for (i, q) in plan.queries.iter().enumerate() {
-            let recs: Vec<&Record> = self.of(source_kind(q.source)).collect();
-            let input = reference::Input {
-                records: &recs,
+            let table = self
+                .table(source_kind(q.source))
+                .expect("every data source reads a kind stored in columns");
+            let ctx = columnar::Ctx {
+                table,
                 email_of_key: &self.email_of_key,
                 allowed_keys: allowed.as_ref(),
                 range: plan.range,
             };
-            let r = reference::evaluate(q, &input);
-            if r.response_items.len() > limits.result_items {
-                return Err(EvalError::TooManyItems {
+            let r = columnar::evaluate(q, &ctx, limits.result_items).map_err(|_| {
+                EvalError::TooManyItems {
                     query: i,
                     limit: limits.result_items,
-                });
-            }
+                }
+            })?;
             results.push(r);
         }
         Ok(AnalyticsResponse {
@@ -288,52 +358,15 @@ impl TeamData {
     /// # Errors
     /// [`EvalError::GroupNotFound`] for an unknown `group_name`.
     pub fn user_page(&self, plan: &UserPagePlan) -> Result<UserPageAnalyticsResponse, EvalError> {
-        let users: Vec<&Record> = match &plan.group_name {
+        let mut users: Vec<&Record> = match &plan.group_name {
             Some(g) => self
                 .members(g)
                 .ok_or_else(|| EvalError::GroupNotFound(g.clone()))?,
-            None => self.of(&records::USERS).collect(),
+            None => self.users.values().collect(),
         };
-        let by_key = |kind: &RecordKind| -> HashMap<&str, Vec<&Record>> {
-            let mut m: HashMap<&str, Vec<&Record>> = HashMap::new();
-            for r in self.of(kind) {
-                m.entry(r.text("api_key")).or_default().push(r);
-            }
-            m
-        };
-        let auto = by_key(&records::AUTOCOMPLETE);
-        let chat = by_key(&records::CHAT);
-        let command = by_key(&records::COMMAND);
-        let mut agent: HashMap<&str, Vec<&Record>> = HashMap::new();
-        for kind in [
-            &records::AGENT_LINES,
-            &records::AGENT_RUNS,
-            &records::AGENT_TOOL_USAGE,
-        ] {
-            for r in self.of(kind) {
-                agent.entry(r.text("api_key")).or_default().push(r);
-            }
-        }
-        let empty = Vec::new();
-        let mut stats: Vec<_> = users
-            .iter()
-            .map(|u| {
-                let k = u.text("api_key");
-                stats::user_stats(
-                    &stats::UserActivity {
-                        user: u,
-                        autocomplete: auto.get(k).unwrap_or(&empty),
-                        chat: chat.get(k).unwrap_or(&empty),
-                        command: command.get(k).unwrap_or(&empty),
-                        agent: agent.get(k).unwrap_or(&empty),
-                    },
-                    plan.range,
-                )
-            })
-            .collect();
-        stats.sort_by(|a, b| a.email.as_bytes().cmp(b.email.as_bytes()));
+        users.sort_by(|a, b| a.text("email").as_bytes().cmp(b.text("email").as_bytes()));
         Ok(UserPageAnalyticsResponse {
-            user_table_stats: stats,
+            user_table_stats: stats::user_page(self, &users, plan.range),
             error: None,
         })
     }
@@ -354,24 +387,34 @@ impl TeamData {
             ),
             (None, None) => None,
         };
-        let pick = |kind: &RecordKind| -> Vec<&Record> {
-            self.of(kind)
-                .filter(|r| keys.as_ref().is_none_or(|k| k.contains(r.text("api_key"))))
-                .collect()
-        };
-        let input = stats::AgentInput {
-            lines: pick(&records::AGENT_LINES),
-            runs: pick(&records::AGENT_RUNS),
-            tools: pick(&records::AGENT_TOOL_USAGE),
-        };
         Ok(AgentAnalyticsResponse {
-            query_results: stats::agent(plan, &input),
+            query_results: stats::agent(self, plan, keys.as_ref()),
         })
     }
 
-    /// Every stored record of a kind, in identity order.
+    /// Every stored record of a kind: users and groups in identity order, usage records
+    /// in the order they were first stored (a replaced record keeps its place). Usage
+    /// records are rebuilt from their columns on the first call after a change and kept
+    /// until the next one.
     pub fn records(&self, kind: &RecordKind) -> impl Iterator<Item = &Record> {
-        self.of(kind)
+        let rows: &[Record] = match TeamData::table_index(kind) {
+            Some(i) => self.materialized[i].get_or_init(|| {
+                let t = &self.tables[i];
+                (0..t.len()).map(|r| t.record(r)).collect()
+            }),
+            None => &[],
+        };
+        self.by_identity(kind)
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .chain(rows)
+    }
+
+    /// Bytes held on the heap by the usage tables (columns, dictionaries and identity
+    /// indexes), for capacity planning; users, groups and [`TeamData::records`]' copies
+    /// are not counted.
+    pub fn usage_heap_bytes(&self) -> usize {
+        self.tables.iter().map(Table::heap_bytes).sum()
     }
 }
 
@@ -384,5 +427,7 @@ fn key_of(text: &str) -> String {
     format!("{}:{text}", text.len())
 }
 
+#[cfg(test)]
+mod differential;
 #[cfg(test)]
 mod tests;

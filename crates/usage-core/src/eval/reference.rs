@@ -1,16 +1,27 @@
 //! The reference evaluator: a deliberately naive, row-by-row implementation of custom
-//! queries written straight from the contract (section 3). It is the oracle the columnar
-//! evaluator and the SQL stores are tested against; it is not meant to be fast.
+//! queries (contract section 3), user statistics (section 4) and agent statistics
+//! (section 5), written straight from the contract over a naive store of records
+//! ([`Model`]: a `BTreeMap` per kind). It is the oracle the columnar store and evaluator
+//! ([`super::TeamData`]) and the SQL stores are tested against; it is not meant to be fast.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::value::{Value, average, compare_filter, percent};
-use crate::load::{FieldValue, Record};
-use crate::plan::{FilterTest, QueryPlan, QueryShape, TimeRange};
+use super::EvalError;
+use super::value::{Value, average, passes as filter_passes, percent};
+use crate::ident::Ident;
+use crate::load::{Batch, FieldValue, Record};
+use crate::plan::{
+    AgentPlan, AgentSource, AnalyticsPlan, Limits, QueryPlan, QueryShape, TimeRange, UserPagePlan,
+};
+use crate::schema::records::{self, RecordKind};
 use crate::schema::{Agg, Expr, FieldRef, ValueType};
-use crate::time::Timestamp;
-use crate::wire::{Item, QueryResult, ResponseItem};
+use crate::time::{Date, Timestamp};
+use crate::wire::{
+    AgentAnalyticsResponse, AgentLines, AgentLinesEntry, AgentQueryResult, AgentRunEntry,
+    AgentRuns, AgentToolUsage, AgentToolUsageEntry, AnalyticsResponse, Item, QueryResult,
+    ResponseItem, UserPageAnalyticsResponse, UserStats,
+};
 
 /// What a query runs over: the records of its source and who they belong to.
 pub struct Input<'a> {
@@ -73,13 +84,7 @@ fn passes(rec: &Record, plan: &QueryPlan, input: &Input<'_>) -> bool {
     }
     plan.filters.iter().all(|f| {
         let v = field_value(rec, f.field, input.email_of_key);
-        let ty = f.field.field().ty;
-        match &f.test {
-            FilterTest::Compare(op, fv) => op.accepts(compare_filter(&v, fv, ty)),
-            FilterTest::AnyOf(vals) => vals
-                .iter()
-                .any(|fv| compare_filter(&v, fv, ty) == Ordering::Equal),
-        }
+        filter_passes(&v, &f.test, f.field.field().ty)
     })
 }
 
@@ -147,7 +152,8 @@ fn aggregate(recs: &[&Record], f: FieldRef, agg: Agg, input: &Input<'_>) -> Valu
     }
 }
 
-fn item(pairs: impl IntoIterator<Item = (String, Value)>) -> ResponseItem {
+/// A result item of these aliases and values; `Null` values are left out.
+pub(crate) fn item(pairs: impl IntoIterator<Item = (String, Value)>) -> ResponseItem {
     ResponseItem {
         item: Item(
             pairs
@@ -283,7 +289,340 @@ pub fn evaluate(plan: &QueryPlan, input: &Input<'_>) -> QueryResult {
     }
 }
 
-/// Latest of two optional instants.
-pub(crate) fn latest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
-    a.max(b)
+/// A naive store: every record of every kind by identity, in a `BTreeMap` per kind, and the
+/// owner of each api_key. It applies batches that [`super::TeamData::prepare`] prepared.
+#[derive(Debug, Default, Clone)]
+pub struct Model {
+    kinds: HashMap<&'static str, BTreeMap<String, Record>>,
+    email_of_key: HashMap<String, String>,
+}
+
+impl Model {
+    /// An empty store.
+    pub fn new() -> Model {
+        Model::default()
+    }
+
+    /// Applies a prepared batch: each record replaces the stored one with its identity.
+    pub fn apply(&mut self, batch: &Batch) {
+        if batch.kind == &records::BILLING {
+            return;
+        }
+        let map = self.kinds.entry(batch.kind.name).or_default();
+        for r in &batch.records {
+            map.insert(r.identity(), r.clone());
+        }
+        if batch.kind == &records::USERS {
+            self.email_of_key = self
+                .records(&records::USERS)
+                .map(|u| (u.text("api_key").to_string(), u.text("email").to_string()))
+                .collect();
+        }
+    }
+
+    /// Every stored record of a kind, in identity order.
+    pub fn records(&self, kind: &RecordKind) -> impl Iterator<Item = &Record> {
+        self.kinds
+            .get(kind.name)
+            .into_iter()
+            .flat_map(|m| m.values())
+    }
+
+    /// The user with this e-mail.
+    pub fn user(&self, email: &str) -> Option<&Record> {
+        self.records(&records::USERS)
+            .find(|u| u.text("email") == email)
+    }
+
+    /// The members of the group with this name; `None` when there is no such group.
+    pub fn members(&self, group_name: &str) -> Option<Vec<&Record>> {
+        let id = self
+            .records(&records::GROUPS)
+            .find(|g| g.text("group_name") == group_name)?
+            .text("group_id")
+            .to_string();
+        Some(
+            self.records(&records::USERS)
+                .filter(|u| matches!(u.get("groups"), FieldValue::Groups(g) if g.contains(&id)))
+                .collect(),
+        )
+    }
+
+    fn allowed_keys(&self, group_name: Option<&str>) -> Result<Option<HashSet<String>>, EvalError> {
+        let Some(name) = group_name else {
+            return Ok(None);
+        };
+        let members = self
+            .members(name)
+            .ok_or_else(|| EvalError::GroupNotFound(name.to_string()))?;
+        Ok(Some(
+            members
+                .iter()
+                .map(|u| u.text("api_key").to_string())
+                .collect(),
+        ))
+    }
+
+    /// Answers an `Analytics` plan with [`evaluate`].
+    ///
+    /// # Errors
+    /// As [`super::TeamData::analytics`].
+    pub fn analytics(
+        &self,
+        plan: &AnalyticsPlan,
+        limits: &Limits,
+    ) -> Result<AnalyticsResponse, EvalError> {
+        let allowed = self.allowed_keys(plan.group_name.as_deref())?;
+        let mut results = Vec::with_capacity(plan.queries.len());
+        for (i, q) in plan.queries.iter().enumerate() {
+            let recs: Vec<&Record> = self.records(q.source.spec().record).collect();
+            let input = Input {
+                records: &recs,
+                email_of_key: &self.email_of_key,
+                allowed_keys: allowed.as_ref(),
+                range: plan.range,
+            };
+            let r = evaluate(q, &input);
+            if r.response_items.len() > limits.result_items {
+                return Err(EvalError::TooManyItems {
+                    query: i,
+                    limit: limits.result_items,
+                });
+            }
+            results.push(r);
+        }
+        Ok(AnalyticsResponse {
+            query_results: results,
+        })
+    }
+
+    /// Answers a `UserPageAnalytics` plan with [`user_stats`].
+    ///
+    /// # Errors
+    /// As [`super::TeamData::user_page`].
+    pub fn user_page(&self, plan: &UserPagePlan) -> Result<UserPageAnalyticsResponse, EvalError> {
+        let users: Vec<&Record> = match &plan.group_name {
+            Some(g) => self
+                .members(g)
+                .ok_or_else(|| EvalError::GroupNotFound(g.clone()))?,
+            None => self.records(&records::USERS).collect(),
+        };
+        let of_key = |kinds: &[&RecordKind], key: &str| -> Vec<&Record> {
+            kinds
+                .iter()
+                .flat_map(|k| self.records(k))
+                .filter(|r| r.text("api_key") == key)
+                .collect()
+        };
+        let mut stats: Vec<UserStats> = users
+            .iter()
+            .map(|u| {
+                let k = u.text("api_key");
+                let activity = UserActivity {
+                    user: u,
+                    autocomplete: &of_key(&[&records::AUTOCOMPLETE], k),
+                    chat: &of_key(&[&records::CHAT], k),
+                    command: &of_key(&[&records::COMMAND], k),
+                    agent: &of_key(
+                        &[
+                            &records::AGENT_LINES,
+                            &records::AGENT_RUNS,
+                            &records::AGENT_TOOL_USAGE,
+                        ],
+                        k,
+                    ),
+                };
+                user_stats(&activity, plan.range)
+            })
+            .collect();
+        stats.sort_by(|a, b| a.email.as_bytes().cmp(b.email.as_bytes()));
+        Ok(UserPageAnalyticsResponse {
+            user_table_stats: stats,
+            error: None,
+        })
+    }
+
+    /// Answers an `AgentAnalytics` plan with [`agent`].
+    ///
+    /// # Errors
+    /// As [`super::TeamData::agent`].
+    pub fn agent(&self, plan: &AgentPlan) -> Result<AgentAnalyticsResponse, EvalError> {
+        let keys: Option<HashSet<String>> = match (&plan.group_name, &plan.emails) {
+            (Some(g), _) => self.allowed_keys(Some(g))?,
+            (None, Some(emails)) => Some(
+                emails
+                    .iter()
+                    .filter_map(|e| self.user(e))
+                    .map(|u| u.text("api_key").to_string())
+                    .collect(),
+            ),
+            (None, None) => None,
+        };
+        let pick = |kind: &RecordKind| -> Vec<&Record> {
+            self.records(kind)
+                .filter(|r| keys.as_ref().is_none_or(|k| k.contains(r.text("api_key"))))
+                .collect()
+        };
+        let input = AgentInput {
+            lines: pick(&records::AGENT_LINES),
+            runs: pick(&records::AGENT_RUNS),
+            tools: pick(&records::AGENT_TOOL_USAGE),
+        };
+        Ok(AgentAnalyticsResponse {
+            query_results: agent(plan, &input),
+        })
+    }
+}
+
+/// What user statistics read for one user.
+pub struct UserActivity<'a> {
+    /// The user's record.
+    pub user: &'a Record,
+    /// Autocomplete records of the user's api_key.
+    pub autocomplete: &'a [&'a Record],
+    /// Chat records.
+    pub chat: &'a [&'a Record],
+    /// Command records.
+    pub command: &'a [&'a Record],
+    /// Agent lines, runs and tool usage records.
+    pub agent: &'a [&'a Record],
+}
+
+fn latest_time(recs: &[&Record]) -> Option<Timestamp> {
+    recs.iter().filter_map(|r| r.time()).max()
+}
+
+/// One user's statistics over `range` (`activeDays`) and all time (last usage times).
+pub fn user_stats(a: &UserActivity<'_>, range: TimeRange) -> UserStats {
+    let mut days: HashSet<Date> = HashSet::new();
+    for r in a
+        .autocomplete
+        .iter()
+        .chain(a.chat)
+        .chain(a.command)
+        .chain(a.agent)
+    {
+        if let Some(t) = r.time()
+            && range.contains(t)
+        {
+            days.insert(t.date());
+        }
+    }
+    let runs: Vec<&Record> = a
+        .agent
+        .iter()
+        .copied()
+        .filter(|r| r.kind().name == "agent_runs")
+        .collect();
+    super::stats::user_row(
+        a.user,
+        days.len() as i64,
+        latest_time(a.autocomplete),
+        latest_time(a.chat).max(latest_time(&runs)),
+        latest_time(a.command),
+    )
+}
+
+/// The agent records a plan selects, by kind.
+pub struct AgentInput<'a> {
+    /// `agent_lines` records of the selected users, any IDE type and time.
+    pub lines: Vec<&'a Record>,
+    /// `agent_runs` records.
+    pub runs: Vec<&'a Record>,
+    /// `agent_tool_usage` records.
+    pub tools: Vec<&'a Record>,
+}
+
+/// Evaluates an `AgentAnalytics` plan over records already restricted to its users.
+pub fn agent(plan: &AgentPlan, input: &AgentInput<'_>) -> Vec<AgentQueryResult> {
+    let keep = |r: &&&Record| {
+        let ide_ok = plan
+            .ide_types
+            .iter()
+            .any(|t| t.as_str() == r.text("ide_type"));
+        ide_ok && r.time().is_some_and(|t| plan.range.contains(t))
+    };
+    plan.queries
+        .iter()
+        .map(|q| match q {
+            AgentSource::Lines => {
+                let mut by_day: BTreeMap<Date, (i64, i64)> = BTreeMap::new();
+                for r in input.lines.iter().filter(keep) {
+                    let e = by_day
+                        .entry(r.time().unwrap_or_default().date())
+                        .or_default();
+                    e.0 = e.0.saturating_add(r.count("lines_suggested"));
+                    e.1 = e.1.saturating_add(r.count("lines_accepted"));
+                }
+                let entries = by_day
+                    .into_iter()
+                    .map(|(d, (s, a))| AgentLinesEntry {
+                        day: d.start(),
+                        lines_suggested: s,
+                        lines_accepted: a,
+                    })
+                    .collect();
+                AgentQueryResult {
+                    agent_lines: Some(AgentLines {
+                        agent_lines: entries,
+                    }),
+                    ..Default::default()
+                }
+            }
+            AgentSource::Runs => {
+                let mut runs: Vec<&Record> = input.runs.iter().filter(keep).copied().collect();
+                runs.sort_by(|a, b| {
+                    a.time()
+                        .cmp(&b.time())
+                        .then_with(|| {
+                            a.text("agent_id")
+                                .as_bytes()
+                                .cmp(b.text("agent_id").as_bytes())
+                        })
+                        .then_with(|| a.text("id").as_bytes().cmp(b.text("id").as_bytes()))
+                });
+                let entries = runs
+                    .iter()
+                    .map(|r| AgentRunEntry {
+                        day: r.time().unwrap_or_default().date().start(),
+                        model: r.text("model").to_string(),
+                        mode: Ident::parse(r.text("mode")),
+                        messages_sent: r.count("messages_sent"),
+                        agent_id: r.text("agent_id").to_string(),
+                        prompts_used: r.count("prompts_used"),
+                    })
+                    .collect();
+                AgentQueryResult {
+                    agent_runs: Some(AgentRuns {
+                        agent_runs: entries,
+                    }),
+                    ..Default::default()
+                }
+            }
+            AgentSource::ToolUsage => {
+                let mut by_tool: BTreeMap<&str, i64> = BTreeMap::new();
+                for r in input.tools.iter().filter(keep) {
+                    let e = by_tool.entry(r.text("tool")).or_default();
+                    *e = e.saturating_add(r.count("count"));
+                }
+                let mut entries: Vec<AgentToolUsageEntry> = by_tool
+                    .into_iter()
+                    .map(|(t, c)| AgentToolUsageEntry {
+                        tool: t.to_string(),
+                        count: c,
+                    })
+                    .collect();
+                entries.sort_by(|a, b| match b.count.cmp(&a.count) {
+                    Ordering::Equal => a.tool.as_bytes().cmp(b.tool.as_bytes()),
+                    o => o,
+                });
+                AgentQueryResult {
+                    agent_tool_usage: Some(AgentToolUsage {
+                        agent_tool_usage: entries,
+                    }),
+                    ..Default::default()
+                }
+            }
+        })
+        .collect()
 }

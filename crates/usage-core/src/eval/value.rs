@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use crate::plan::FilterValue;
+use crate::plan::{FilterTest, FilterValue};
 use crate::schema::ValueType;
 use crate::time::{Date, Timestamp};
 
@@ -116,6 +116,17 @@ pub fn compare_filter(record: &Value, filter: &FilterValue, ty: ValueType) -> Or
         }
         // Types never mix in a validated plan; order them deterministically anyway.
         _ => Ordering::Less,
+    }
+}
+
+/// Whether a record's value passes a filter test: an operator and a value, or several
+/// `EQUAL` values of which any may match (an IN list).
+pub fn passes(record: &Value, test: &FilterTest, ty: ValueType) -> bool {
+    match test {
+        FilterTest::Compare(op, fv) => op.accepts(compare_filter(record, fv, ty)),
+        FilterTest::AnyOf(vals) => vals
+            .iter()
+            .any(|fv| compare_filter(record, fv, ty) == Ordering::Equal),
     }
 }
 

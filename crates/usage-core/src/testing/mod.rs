@@ -2,8 +2,10 @@
 //!
 //! [`query`] generates valid query requests for every source and shape from the schema
 //! tables alone (no hand-written field list), with filter values drawn from a [`Pool`]
-//! that dataset generators share, so that filters hit data.
+//! that dataset generators share, so that filters hit data; [`data`] generates such
+//! datasets of every record kind.
 
+pub mod data;
 pub mod query;
 
 pub use query::{Choices, Pool, arb_analytics_request, arb_query_request};

@@ -1,0 +1,1127 @@
+//! The columnar evaluator of custom queries (contract section 3) over one [`Table`].
+//!
+//! A query runs in three steps.
+//! 1. **Selection** ([`select`]). Each filter is compiled once against the table
+//!    ([`Pred`]): on a dictionary column into a pass/fail flag per code (the filter is tested
+//!    once per distinct value, with the shared [`passes`], so every ordering rule of
+//!    `value.rs` holds; several `EQUAL` filters are one IN list), on a count or a time into
+//!    a set of integer ranges of the stored values (a date, `date UTC±H[:MM]` or
+//!    `YYYY-MM-DD` test on a time is a range of instants). The group restriction is a flag
+//!    per `api_key` code, the PCW range a range of times. Filters on one column are
+//!    intersected; then each remaining one narrows a vector of row numbers.
+//! 2. **Keys** ([`Keys`]). Group-by fields map each selected row to a dense code that
+//!    preserves the contract's order: dictionary codes through a rank table (bytewise, or
+//!    version order), dates and hours as offsets from the smallest one (through a lookup
+//!    table from the stored hour), other integers as offsets or, when sparse, their rank
+//!    among the distinct values. Several fields combine as one mixed-radix number, first
+//!    field most significant; when the product grows too large the codes are renumbered
+//!    to the distinct ones (keeping their order). So groups come out sorted without
+//!    comparing values.
+//! 3. **Aggregates.** One pass per selection over the selected rows into a vector indexed
+//!    by group: counts, exact sums in `i128`, min and max, and `distinct_*` as the number
+//!    of distinct (group, key) pairs, in a bitmap when small enough, else by sorting.
+//!    Group values are read from the first row of each group.
+
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+
+use super::reference::{item, metadata};
+use super::store::{Column, Lane, Packed, Table, with_packed};
+use super::value::{Value, average, passes, percent};
+use crate::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, SelectionPlan, TimeRange};
+use crate::schema::records::RecordType;
+use crate::schema::{Agg, Expr, FieldRef, FilterOp, ValueType};
+use crate::time::{Date, MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Timestamp};
+use crate::wire::{QueryResult, ResponseItem};
+
+// Sizes that choose between a dense and a sparse way of computing the same thing. Tests
+// use tiny ones, so that the small datasets of the differential tests take both ways.
+
+/// The most codes a group-by key may span before it is renumbered.
+const DENSE_MAX: u64 = if cfg!(test) { 48 } else { 1 << 20 };
+/// The largest stored-value span turned into a lookup table.
+const LUT_MAX: i64 = if cfg!(test) { 64 } else { 1 << 22 };
+/// The most bits a distinct-count bitmap may have.
+const BITS_MAX: u64 = if cfg!(test) { 16 } else { 1 << 28 };
+
+/// What a query runs over.
+pub(crate) struct Ctx<'a> {
+    /// The table of the query's source.
+    pub(crate) table: &'a Table,
+    /// The e-mail of the user owning each api_key.
+    pub(crate) email_of_key: &'a HashMap<String, String>,
+    /// The api_keys a group restriction allows (`None`: every record counts).
+    pub(crate) allowed_keys: Option<&'a HashSet<String>>,
+    /// The request's range (PCW only).
+    pub(crate) range: TimeRange,
+}
+
+/// The rows a query reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Sel {
+    /// Rows `0..n`.
+    All(usize),
+    /// These rows, ascending.
+    Rows(Vec<u32>),
+}
+
+impl Sel {
+    /// The number of rows.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Sel::All(n) => *n,
+            Sel::Rows(r) => r.len(),
+        }
+    }
+
+    /// The `k`-th row.
+    #[inline]
+    pub(crate) fn row(&self, k: usize) -> usize {
+        match self {
+            Sel::All(_) => k,
+            Sel::Rows(r) => r[k] as usize,
+        }
+    }
+}
+
+/// Calls `f(k, value)` with the value in `data` of the `k`-th selected row, for every `k`.
+#[inline]
+pub(crate) fn scan(data: &Packed, sel: &Sel, mut f: impl FnMut(usize, i64)) {
+    with_packed!(data, v => match sel {
+        Sel::All(n) => {
+            for (k, &x) in v[..*n].iter().enumerate() {
+                f(k, x.wide());
+            }
+        }
+        Sel::Rows(rows) => {
+            for (k, &r) in rows.iter().enumerate() {
+                f(k, v[r as usize].wide());
+            }
+        }
+    })
+}
+
+/// Keeps the selected rows whose value in `data` passes `test`.
+fn restrict_by(data: &Packed, sel: Sel, test: impl Fn(i64) -> bool) -> Sel {
+    with_packed!(data, v => match sel {
+        Sel::All(n) => {
+            let mut out = Vec::new();
+            for (i, &x) in v[..n].iter().enumerate() {
+                if test(x.wide()) {
+                    out.push(i as u32);
+                }
+            }
+            Sel::Rows(out)
+        }
+        Sel::Rows(mut rows) => {
+            rows.retain(|&r| test(v[r as usize].wide()));
+            Sel::Rows(rows)
+        }
+    })
+}
+
+/// Inclusive ranges of integers, sorted and disjoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RangeSet(Vec<(i64, i64)>);
+
+impl RangeSet {
+    fn full() -> RangeSet {
+        RangeSet(vec![(i64::MIN, i64::MAX)])
+    }
+
+    fn empty() -> RangeSet {
+        RangeSet(Vec::new())
+    }
+
+    /// `lo..=hi`, either end `None` for unbounded, clamped to `i64`.
+    fn span(lo: Option<i128>, hi: Option<i128>) -> RangeSet {
+        let clamp = |x: i128| x.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        let lo = lo.map_or(i64::MIN, clamp);
+        let hi = hi.map_or(i64::MAX, clamp);
+        if lo > hi {
+            RangeSet::empty()
+        } else {
+            RangeSet(vec![(lo, hi)])
+        }
+    }
+
+    fn union(mut self, other: RangeSet) -> RangeSet {
+        self.0.extend(other.0);
+        self.0.sort_unstable();
+        let mut out: Vec<(i64, i64)> = Vec::with_capacity(self.0.len());
+        for (lo, hi) in self.0 {
+            match out.last_mut() {
+                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+                _ => out.push((lo, hi)),
+            }
+        }
+        RangeSet(out)
+    }
+
+    fn complement(&self) -> RangeSet {
+        let mut out = Vec::new();
+        let mut next = Some(i64::MIN);
+        for &(lo, hi) in &self.0 {
+            if let Some(n) = next
+                && lo > n
+            {
+                out.push((n, lo - 1));
+            }
+            next = hi.checked_add(1);
+        }
+        if let Some(n) = next {
+            out.push((n, i64::MAX));
+        }
+        RangeSet(out)
+    }
+
+    fn intersect(&self, other: &RangeSet) -> RangeSet {
+        let mut out = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < self.0.len() && j < other.0.len() {
+            let (a, b) = (self.0[i], other.0[j]);
+            let (lo, hi) = (a.0.max(b.0), a.1.min(b.1));
+            if lo <= hi {
+                out.push((lo, hi));
+            }
+            if a.1 < b.1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        RangeSet(out)
+    }
+
+    fn is_full(&self) -> bool {
+        self.0 == [(i64::MIN, i64::MAX)]
+    }
+
+    #[inline]
+    fn contains(&self, x: i64) -> bool {
+        self.0.iter().any(|&(lo, hi)| lo <= x && x <= hi)
+    }
+}
+
+/// A compiled filter: which rows of one column pass.
+pub(crate) enum Pred<'a> {
+    /// Rows whose code `c` has `pass[c]`.
+    Codes(&'a Packed, Vec<bool>),
+    /// Rows whose value lies in the set.
+    Ranges(&'a Packed, RangeSet),
+    /// No row.
+    Never,
+}
+
+impl Pred<'_> {
+    /// `Some(true)` when every row passes, `Some(false)` when none does.
+    fn trivial(&self) -> Option<bool> {
+        match self {
+            Pred::Codes(_, pass) if pass.iter().all(|p| *p) => Some(true),
+            Pred::Codes(_, pass) if !pass.iter().any(|p| *p) => Some(false),
+            Pred::Ranges(_, set) if set.is_full() => Some(true),
+            Pred::Ranges(_, set) if set.0.is_empty() => Some(false),
+            Pred::Never => Some(false),
+            _ => None,
+        }
+    }
+
+    fn restrict(&self, sel: Sel) -> Sel {
+        match self {
+            Pred::Codes(data, pass) => restrict_by(data, sel, |c| pass[c as usize]),
+            Pred::Ranges(data, set) if set.0.len() == 1 => {
+                let (lo, hi) = set.0[0];
+                restrict_by(data, sel, |x| lo <= x && x <= hi)
+            }
+            Pred::Ranges(data, set) => restrict_by(data, sel, |x| set.contains(x)),
+            Pred::Never => Sel::Rows(Vec::new()),
+        }
+    }
+}
+
+/// The rows of a table of `n` rows that pass every predicate. Range predicates on one
+/// column are intersected first, so that each column is read once.
+pub(crate) fn select(n: usize, preds: Vec<Pred<'_>>) -> Sel {
+    let mut merged: Vec<Pred<'_>> = Vec::with_capacity(preds.len());
+    for p in preds {
+        if let Pred::Ranges(data, set) = &p
+            && let Some(Pred::Ranges(_, prev)) = merged
+                .iter_mut()
+                .find(|m| matches!(m, Pred::Ranges(d, _) if std::ptr::eq(*d, *data)))
+        {
+            *prev = prev.intersect(set);
+            continue;
+        }
+        merged.push(p);
+    }
+    let mut sel = Sel::All(n);
+    for p in &merged {
+        match p.trivial() {
+            Some(true) => {}
+            Some(false) => return Sel::Rows(Vec::new()),
+            None => sel = p.restrict(sel),
+        }
+    }
+    sel
+}
+
+/// The rows `start <= time < end` of a time column.
+pub(crate) fn time_range_pred(col: &Column, range: TimeRange) -> Pred<'_> {
+    let lo = range.start.map(|s| i128::from(s.0));
+    let hi = range.end.map(|e| i128::from(e.0) - 1);
+    Pred::Ranges(&col.data, micros_to_units(lo, hi, col.unit))
+}
+
+/// The stored values `u` with `lo <= u * unit <= hi`.
+fn micros_to_units(lo: Option<i128>, hi: Option<i128>, unit: i64) -> RangeSet {
+    let unit = i128::from(unit);
+    RangeSet::span(
+        lo.map(|l| -(-l).div_euclid(unit)),
+        hi.map(|h| h.div_euclid(unit)),
+    )
+}
+
+/// The rows whose code in `col` is one of these texts.
+pub(crate) fn text_pred<'a>(col: &'a Column, test: impl Fn(&str) -> bool) -> Pred<'a> {
+    let pass = col
+        .dict
+        .as_ref()
+        .map_or_else(Vec::new, |d| d.values().iter().map(|s| test(s)).collect());
+    Pred::Codes(&col.data, pass)
+}
+
+/// The stored values `u` of a column in `unit` for which the key
+/// `floor((u * unit + a) / m)` passes `op` against `c` (a monotone key: a range of `u`).
+fn key_range(op: FilterOp, c: i64, a: i64, m: i64, unit: i64) -> RangeSet {
+    let (c, a, m) = (i128::from(c), i128::from(a), i128::from(m));
+    // The smallest instant whose key is at least `c`.
+    let lower = |c: i128| c * m - a;
+    let (lo, hi) = match op {
+        FilterOp::Ge => (Some(lower(c)), None),
+        FilterOp::GreaterThan => (Some(lower(c + 1)), None),
+        FilterOp::LessThan => (None, Some(lower(c) - 1)),
+        FilterOp::Le => (None, Some(lower(c + 1) - 1)),
+        FilterOp::Equal => (Some(lower(c)), Some(lower(c + 1) - 1)),
+        FilterOp::NotEqual => {
+            return key_range(FilterOp::Equal, c as i64, a as i64, m as i64, unit).complement();
+        }
+    };
+    micros_to_units(lo, hi, unit)
+}
+
+/// How a field's value is read from a row.
+#[derive(Clone, Copy)]
+enum Access<'a> {
+    /// A dictionary-coded text or enum.
+    Text(&'a Column),
+    /// A boolean.
+    Bool(&'a Column),
+    /// A count.
+    Int(&'a Column),
+    /// An instant (`hour`, `timestamp`).
+    Instant(&'a Column),
+    /// `floor((time + offset) / period)` of a time column: a date when `period` is a day,
+    /// an hour start when it is an hour.
+    Bucket {
+        col: &'a Column,
+        offset: i64,
+        period: i64,
+    },
+    /// The `metadata` of the row's `api_key`.
+    Metadata(&'a Column),
+    /// No per-row value (`distinct_*`, derived PCW fields, a column the table lacks).
+    None,
+}
+
+impl<'a> Access<'a> {
+    fn of(table: &'a Table, f: FieldRef) -> Access<'a> {
+        let time = || table.time_column();
+        let date = |offset: i64| {
+            time().map_or(Access::None, |col| Access::Bucket {
+                col,
+                offset,
+                period: MICROS_PER_DAY,
+            })
+        };
+        match f.field().expr {
+            Expr::Column(c) => match table.column(c) {
+                Some(col) => match col.field.ty {
+                    RecordType::Text | RecordType::Enum(_) => Access::Text(col),
+                    RecordType::Bool => Access::Bool(col),
+                    RecordType::Count => Access::Int(col),
+                    RecordType::Hour | RecordType::Timestamp => Access::Instant(col),
+                    RecordType::Day => Access::Bucket {
+                        col,
+                        offset: 0,
+                        period: MICROS_PER_DAY,
+                    },
+                    RecordType::GroupIds => Access::None,
+                },
+                None => Access::None,
+            },
+            Expr::Time => time().map_or(Access::None, Access::Instant),
+            Expr::UtcDate => date(0),
+            Expr::LocalDate => date(i64::from(f.offset_minutes()) * 60 * MICROS_PER_SECOND),
+            Expr::UserMetadata => table
+                .column("api_key")
+                .map_or(Access::None, Access::Metadata),
+            _ => Access::None,
+        }
+    }
+
+    fn column(&self) -> Option<&'a Column> {
+        match *self {
+            Access::Text(c)
+            | Access::Bool(c)
+            | Access::Int(c)
+            | Access::Instant(c)
+            | Access::Metadata(c) => Some(c),
+            Access::Bucket { col, .. } => Some(col),
+            Access::None => None,
+        }
+    }
+
+    /// The value at `row`.
+    fn value(&self, row: usize, ctx: &Ctx<'_>) -> Value {
+        let Some(col) = self.column() else {
+            return Value::Null;
+        };
+        if col.is_absent(row) && !matches!(self, Access::Int(_)) {
+            return Value::Null;
+        }
+        let x = col.data.get(row);
+        match *self {
+            Access::Text(c) => Value::Text(c.text(row).to_string()),
+            Access::Bool(_) => Value::Bool(x != 0),
+            Access::Int(_) => Value::Int(i128::from(x)),
+            Access::Instant(c) => Value::Time(Timestamp(x * c.unit)),
+            Access::Bucket {
+                col,
+                offset,
+                period,
+            } => {
+                let b = (x * col.unit + offset).div_euclid(period);
+                if period == MICROS_PER_DAY {
+                    Value::Date(Date(b as i32))
+                } else {
+                    Value::Time(Timestamp(b * period - offset))
+                }
+            }
+            Access::Metadata(c) => Value::Text(metadata_of(c, x, ctx)),
+            Access::None => Value::Null,
+        }
+    }
+
+    /// How a filter value compares with this field as a monotone key of the stored value
+    /// `u` of a column in `unit`: `floor((u * unit + a) / m)` against `c`, as `(c, a, m)`;
+    /// `None` for a value of another type.
+    fn monotone_key(&self, fv: &FilterValue) -> Option<(i64, i64, i64)> {
+        match (*self, fv) {
+            (Access::Int(_), FilterValue::Int(c)) => Some((*c, 0, 1)),
+            (Access::Instant(_), FilterValue::Time(t)) => Some((t.0, 0, 1)),
+            (Access::Instant(_), FilterValue::TimeDate(d)) => {
+                Some((i64::from(d.0), 0, MICROS_PER_DAY))
+            }
+            (Access::Bucket { offset, period, .. }, FilterValue::Date(d))
+                if period == MICROS_PER_DAY =>
+            {
+                Some((i64::from(d.0), offset, period))
+            }
+            _ => None,
+        }
+    }
+
+    /// The compiled form of a filter on this field (`None`: every row passes).
+    fn filter(&self, test: &FilterTest, ty: ValueType, ctx: &Ctx<'_>) -> Option<Pred<'a>> {
+        let col = match *self {
+            Access::Text(col) => {
+                return Some(text_pred(col, |s| {
+                    passes(&Value::Text(s.to_string()), test, ty)
+                }));
+            }
+            Access::Metadata(col) => {
+                return Some(text_pred(col, |s| {
+                    let m = metadata(ctx.email_of_key.get(s).map(String::as_str));
+                    passes(&Value::Text(m), test, ty)
+                }));
+            }
+            Access::Bool(col) => {
+                let pass = [false, true]
+                    .iter()
+                    .map(|b| passes(&Value::Bool(*b), test, ty))
+                    .collect();
+                return Some(Pred::Codes(&col.data, pass));
+            }
+            Access::None => return (!passes(&Value::Null, test, ty)).then_some(Pred::Never),
+            Access::Int(col) | Access::Instant(col) | Access::Bucket { col, .. } => col,
+        };
+        let set = match test {
+            FilterTest::Compare(op, fv) => match self.monotone_key(fv) {
+                Some((c, a, m)) => key_range(*op, c, a, m, col.unit),
+                // Values of another type compare as less (`compare_filter`).
+                None if op.accepts(Ordering::Less) => RangeSet::full(),
+                None => RangeSet::empty(),
+            },
+            FilterTest::AnyOf(values) => values
+                .iter()
+                .filter_map(|fv| self.monotone_key(fv))
+                .map(|(c, a, m)| key_range(FilterOp::Equal, c, a, m, col.unit))
+                .fold(RangeSet::empty(), RangeSet::union),
+        };
+        Some(Pred::Ranges(&col.data, set))
+    }
+}
+
+fn metadata_of(api_key: &Column, code: i64, ctx: &Ctx<'_>) -> String {
+    let key = api_key.dict.as_ref().map_or("", |d| d.value(code));
+    metadata(ctx.email_of_key.get(key).map(String::as_str))
+}
+
+/// The ranks of a dictionary's values under a field's order: `rank[code]`.
+fn ranks(values: &[Box<str>], ty: ValueType) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..values.len() as u32).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (x, y) = (&*values[a as usize], &*values[b as usize]);
+        if ty == ValueType::Version {
+            crate::version::compare(x, y)
+        } else {
+            x.as_bytes().cmp(y.as_bytes())
+        }
+    });
+    let mut rank = vec![0u32; values.len()];
+    for (r, &c) in order.iter().enumerate() {
+        rank[c as usize] = r as u32;
+    }
+    rank
+}
+
+/// Dense codes of the selected rows over one or more fields: `codes[k]` in `0..card` for
+/// the `k`-th selected row; equal values give equal codes, and with `order` given the codes
+/// ascend with the values (first field most significant).
+struct Keys {
+    codes: Vec<u64>,
+    card: u64,
+    /// Beyond this many codes, renumber to the distinct ones.
+    max_card: u64,
+}
+
+impl Keys {
+    fn new(n: usize, max_card: u64) -> Keys {
+        Keys {
+            codes: vec![0; n],
+            card: 1,
+            // At most 2^32, so that after renumbering (at most one code per row, fewer
+            // than 2^32 rows) a product with the next field fits a u64.
+            max_card: max_card.clamp(1, 1 << 32),
+        }
+    }
+
+    /// Renumbers the codes to the distinct ones, keeping their order.
+    fn compact(&mut self) {
+        let mut ids: HashMap<u64, u32> = HashMap::new();
+        let mut distinct: Vec<u64> = Vec::new();
+        for c in &mut self.codes {
+            let id = *ids.entry(*c).or_insert_with(|| {
+                distinct.push(*c);
+                (distinct.len() - 1) as u32
+            });
+            *c = u64::from(id);
+        }
+        let mut order: Vec<u32> = (0..distinct.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| distinct[i as usize]);
+        let mut renumber = vec![0u64; distinct.len()];
+        for (new, &old) in order.iter().enumerate() {
+            renumber[old as usize] = new as u64;
+        }
+        for c in &mut self.codes {
+            *c = renumber[*c as usize];
+        }
+        self.card = (distinct.len() as u64).max(1);
+    }
+
+    /// Multiplies in one field: `code = code * card(field) + code(field)`.
+    fn push(&mut self, acc: Access<'_>, sel: &Sel, order: Option<ValueType>, ctx: &Ctx<'_>) {
+        let Some(col) = acc.column() else {
+            return;
+        };
+        let data = &col.data;
+        // Each arm picks a coding: a lookup table, an offset, a computed bucket, or the rank
+        // among the distinct values (sparse fields).
+        match acc {
+            Access::Text(col) => {
+                let dict = col.dict.as_ref().map_or(&[][..], |d| d.values());
+                let card = dict.len().max(1) as u64;
+                match order {
+                    Some(ty) => {
+                        let rank = ranks(dict, ty);
+                        self.combine(data, sel, card, |v| u64::from(rank[v as usize]));
+                    }
+                    None => self.combine(data, sel, card, |v| v as u64),
+                }
+            }
+            Access::Metadata(col) => {
+                let keys = col.dict.as_ref().map_or(&[][..], |d| d.values());
+                let meta: Vec<String> = keys
+                    .iter()
+                    .map(|k| metadata(ctx.email_of_key.get(&**k).map(String::as_str)))
+                    .collect();
+                // Keys without a user share `{}`: code the distinct texts.
+                let mut distinct: Vec<&str> = meta.iter().map(String::as_str).collect();
+                distinct.sort_unstable();
+                distinct.dedup();
+                let code: Vec<u64> = meta
+                    .iter()
+                    .map(|m| distinct.binary_search(&m.as_str()).unwrap_or(0) as u64)
+                    .collect();
+                self.combine(data, sel, distinct.len().max(1) as u64, |v| {
+                    code[v as usize]
+                });
+            }
+            Access::Bool(_) => self.combine(data, sel, 2, |v| v as u64),
+            Access::Int(_) | Access::Instant(_) => {
+                let Some((lo, hi)) = min_max(data, sel) else {
+                    return;
+                };
+                let span = i128::from(hi) - i128::from(lo) + 1;
+                if span <= i128::from(self.max_card) {
+                    self.combine(data, sel, span as u64, |v| (v - lo) as u64);
+                } else {
+                    self.sparse(data, sel, |v| v);
+                }
+            }
+            Access::Bucket {
+                col,
+                offset,
+                period,
+            } => {
+                let unit = col.unit;
+                let bucket = move |v: i64| (v * unit + offset).div_euclid(period);
+                let Some((lo, hi)) = min_max(data, sel) else {
+                    return;
+                };
+                let (blo, bhi) = (bucket(lo), bucket(hi));
+                let card = (bhi - blo + 1) as u64;
+                let span = hi - lo;
+                if span < LUT_MAX && span as u64 <= 4 * sel.len() as u64 + 4096 {
+                    let lut: Vec<u32> = (lo..=hi).map(|v| (bucket(v) - blo) as u32).collect();
+                    self.combine(data, sel, card, |v| u64::from(lut[(v - lo) as usize]));
+                } else if card <= self.max_card {
+                    self.combine(data, sel, card, |v| (bucket(v) - blo) as u64);
+                } else {
+                    self.sparse(data, sel, bucket);
+                }
+            }
+            Access::None => {}
+        }
+    }
+
+    /// Combines with a field coded by `code` in `0..card`.
+    fn combine(&mut self, data: &Packed, sel: &Sel, card: u64, code: impl Fn(i64) -> u64) {
+        if self.card.checked_mul(card).is_none_or(|p| p > u64::MAX / 2) {
+            self.compact();
+        }
+        let codes = &mut self.codes;
+        if self.card == 1 {
+            scan(data, sel, |k, v| codes[k] = code(v));
+        } else {
+            scan(data, sel, |k, v| codes[k] = codes[k] * card + code(v));
+        }
+        self.card *= card;
+        if self.card > self.max_card {
+            self.compact();
+        }
+    }
+
+    /// Combines with a field coded by the rank of `key(value)` among the selected rows.
+    fn sparse(&mut self, data: &Packed, sel: &Sel, key: impl Fn(i64) -> i64) {
+        let mut distinct = Vec::with_capacity(sel.len());
+        scan(data, sel, |_, v| distinct.push(key(v)));
+        distinct.sort_unstable();
+        distinct.dedup();
+        let card = distinct.len().max(1) as u64;
+        self.combine(data, sel, card, |v| {
+            distinct.binary_search(&key(v)).unwrap_or(0) as u64
+        });
+    }
+}
+
+/// The exact sum of the selected values. Below 2^32 rows, values of at most 32 bits cannot
+/// overflow a `u64`, which the compiler can vectorise.
+fn total(data: &Packed, sel: &Sel) -> i128 {
+    if let Packed::I64(_) = data {
+        let mut t = 0i128;
+        scan(data, sel, |_, v| t += i128::from(v));
+        t
+    } else {
+        let mut t = 0u64;
+        scan(data, sel, |_, v| t = t.wrapping_add(v as u64));
+        i128::from(t)
+    }
+}
+
+fn min_max(data: &Packed, sel: &Sel) -> Option<(i64, i64)> {
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    scan(data, sel, |_, v| {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    });
+    (lo <= hi).then_some((lo, hi))
+}
+
+/// A set of the integers below a bound.
+pub(crate) struct Bitmap(Vec<u64>);
+
+impl Bitmap {
+    /// An empty set of integers below `bits`.
+    pub(crate) fn new(bits: u64) -> Bitmap {
+        Bitmap(vec![0; bits.div_ceil(64) as usize])
+    }
+
+    /// Adds `i`; whether it was new.
+    #[inline]
+    pub(crate) fn insert(&mut self, i: u64) -> bool {
+        let (w, b) = (&mut self.0[(i / 64) as usize], 1u64 << (i % 64));
+        let new = *w & b == 0;
+        *w |= b;
+        new
+    }
+
+    /// How many of `range` are in the set.
+    pub(crate) fn count(&self, range: std::ops::Range<u64>) -> u64 {
+        range
+            .filter(|i| self.0[(i / 64) as usize] & (1 << (i % 64)) != 0)
+            .count() as u64
+    }
+}
+
+/// The groups of the selected rows: each row's group, and per group its row count and
+/// first row.
+struct Groups {
+    /// The group of each selected row (`None`: one group).
+    codes: Option<Vec<u32>>,
+    /// The number of group codes (some may be empty).
+    card: usize,
+    counts: Vec<u64>,
+    reps: Vec<u32>,
+}
+
+impl Groups {
+    fn new(fields: &[(Access<'_>, ValueType)], sel: &Sel, ctx: &Ctx<'_>) -> Groups {
+        let (codes, card) = if fields.is_empty() {
+            (None, 1)
+        } else {
+            // Accumulators are indexed by code: keep them near the number of rows.
+            let max_card = DENSE_MAX.min(4 * sel.len() as u64 + 1024);
+            let mut keys = Keys::new(sel.len(), max_card);
+            for (acc, ty) in fields {
+                keys.push(*acc, sel, Some(*ty), ctx);
+            }
+            let codes: Vec<u32> = keys.codes.iter().map(|&c| c as u32).collect();
+            (Some(codes), keys.card as usize)
+        };
+        let mut counts = vec![0u64; card];
+        let mut reps = vec![u32::MAX; card];
+        match &codes {
+            None if sel.len() > 0 => {
+                counts[0] = sel.len() as u64;
+                reps[0] = sel.row(0) as u32;
+            }
+            None => {}
+            Some(codes) => {
+                for (k, &g) in codes.iter().enumerate() {
+                    let g = g as usize;
+                    counts[g] += 1;
+                    if reps[g] == u32::MAX {
+                        reps[g] = sel.row(k) as u32;
+                    }
+                }
+            }
+        }
+        Groups {
+            codes,
+            card,
+            counts,
+            reps,
+        }
+    }
+
+    #[inline]
+    fn of(&self, k: usize) -> usize {
+        self.codes.as_ref().map_or(0, |c| c[k] as usize)
+    }
+
+    /// The groups that have rows, in order.
+    fn present(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.card).filter(|&g| self.counts[g] > 0)
+    }
+
+    /// Exact sums per group.
+    fn sums(&self, data: &Packed, sel: &Sel) -> Vec<i128> {
+        let mut acc = vec![0i128; self.card];
+        match &self.codes {
+            None => acc[0] = total(data, sel),
+            Some(codes) => scan(data, sel, |k, v| acc[codes[k] as usize] += i128::from(v)),
+        }
+        acc
+    }
+
+    /// The number of distinct values of `fields` per group.
+    fn count_distinct(&self, fields: &[Access<'_>], sel: &Sel, ctx: &Ctx<'_>) -> Vec<u64> {
+        let bitmap = |p: u64| (self.card as u64).checked_mul(p).filter(|b| *b <= BITS_MAX);
+        let mut out = vec![0u64; self.card];
+        // One dictionary column (distinct users): its codes are the keys.
+        if let [Access::Text(col)] = fields
+            && let Some(bits) = bitmap(col.dict.as_ref().map_or(1, |d| d.values().len()) as u64)
+        {
+            let p = bits / self.card as u64;
+            let mut seen = Bitmap::new(bits);
+            scan(&col.data, sel, |k, v| {
+                let g = self.of(k);
+                out[g] += u64::from(seen.insert(g as u64 * p + v as u64));
+            });
+            return out;
+        }
+        let mut keys = Keys::new(sel.len(), BITS_MAX / self.card as u64);
+        for f in fields {
+            keys.push(*f, sel, None, ctx);
+        }
+        if keys.card > u64::from(u32::MAX) {
+            keys.compact();
+        }
+        let p = keys.card;
+        match bitmap(p) {
+            Some(bits) => {
+                let mut seen = Bitmap::new(bits);
+                for (k, &key) in keys.codes.iter().enumerate() {
+                    let g = self.of(k);
+                    out[g] += u64::from(seen.insert(g as u64 * p + key));
+                }
+            }
+            None => {
+                let mut pairs: Vec<u64> = keys
+                    .codes
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &key)| self.of(k) as u64 * p + key)
+                    .collect();
+                pairs.sort_unstable();
+                pairs.dedup();
+                for x in pairs {
+                    out[(x / p) as usize] += 1;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The value of a selection in every group.
+fn aggregate(s: &SelectionPlan, groups: &Groups, sel: &Sel, ctx: &Ctx<'_>) -> Vec<Value> {
+    let table = ctx.table;
+    let acc = Access::of(table, s.field);
+    let ints = |v: Vec<i128>| v.into_iter().map(Value::Int).collect();
+    let api_key = table.column("api_key").map_or(Access::None, Access::Text);
+    let time_bucket = |period| {
+        table
+            .time_column()
+            .map_or(Access::None, |col| Access::Bucket {
+                col,
+                offset: 0,
+                period,
+            })
+    };
+    let distinct = |fields: &[Access<'_>]| -> Vec<Value> {
+        groups
+            .count_distinct(fields, sel, ctx)
+            .into_iter()
+            .map(|n| Value::Int(i128::from(n)))
+            .collect()
+    };
+    match s.field.field().expr {
+        Expr::DistinctUsers => return distinct(&[api_key]),
+        Expr::DistinctDeveloperDays => return distinct(&[api_key, time_bucket(MICROS_PER_DAY)]),
+        Expr::DistinctDeveloperHours => {
+            return distinct(&[api_key, time_bucket(MICROS_PER_HOUR)]);
+        }
+        _ => {}
+    }
+    let numeric = match acc {
+        Access::Int(c) => Some(c),
+        Access::Bool(c) if s.agg == Agg::Sum => Some(c),
+        _ => None,
+    };
+    match s.agg {
+        Agg::Count => groups
+            .counts
+            .iter()
+            .map(|&n| Value::Int(i128::from(n)))
+            .collect(),
+        Agg::Sum => match numeric {
+            Some(c) => ints(groups.sums(&c.data, sel)),
+            None => vec![Value::Int(0); groups.card],
+        },
+        Agg::Avg => {
+            let sums = match numeric {
+                Some(c) => groups.sums(&c.data, sel),
+                None => vec![0; groups.card],
+            };
+            sums.iter()
+                .zip(&groups.counts)
+                .map(|(&s, &n)| average(s, n).map_or(Value::Null, Value::Float))
+                .collect()
+        }
+        Agg::Max | Agg::Min => {
+            let max = s.agg == Agg::Max;
+            if let Access::Int(c) = acc {
+                let init = if max { i64::MIN } else { i64::MAX };
+                let mut best = vec![init; groups.card];
+                scan(&c.data, sel, |k, v| {
+                    let b = &mut best[groups.of(k)];
+                    *b = if max { (*b).max(v) } else { (*b).min(v) };
+                });
+                return best
+                    .iter()
+                    .zip(&groups.counts)
+                    .map(|(&b, &n)| {
+                        if n > 0 {
+                            Value::Int(i128::from(b))
+                        } else {
+                            Value::Null
+                        }
+                    })
+                    .collect();
+            }
+            // Other types: the row with the extreme ordered code.
+            let mut keys = Keys::new(sel.len(), u64::MAX);
+            keys.push(acc, sel, Some(s.field.field().ty), ctx);
+            let mut best: Vec<Option<(u64, usize)>> = vec![None; groups.card];
+            for (k, &code) in keys.codes.iter().enumerate() {
+                let b = &mut best[groups.of(k)];
+                let better = b.is_none_or(|(c, _)| if max { code > c } else { code < c });
+                if better {
+                    *b = Some((code, sel.row(k)));
+                }
+            }
+            best.iter()
+                .map(|b| b.map_or(Value::Null, |(_, row)| acc.value(row, ctx)))
+                .collect()
+        }
+        Agg::Unspecified => vec![Value::Null; groups.card],
+    }
+}
+
+/// Sorts rows in the order of raw rows: time, `api_key`, the other identity fields in
+/// their order (versions by version order), which ends with `id` for events.
+fn sort_raw(table: &Table, rows: &mut [usize]) {
+    let kind = table.kind;
+    let keys: Vec<(&Column, bool)> = std::iter::once("api_key")
+        .chain(
+            kind.identity
+                .iter()
+                .copied()
+                .filter(|n| *n != "api_key" && Some(*n) != kind.time),
+        )
+        .filter_map(|n| Some((table.column(n)?, n == "version")))
+        .collect();
+    let time = table.time_column();
+    rows.sort_by(|&a, &b| {
+        let by_time = time.map_or(Ordering::Equal, |t| t.micros(a).cmp(&t.micros(b)));
+        by_time.then_with(|| {
+            keys.iter()
+                .map(|&(col, version)| {
+                    let (x, y) = (col.text(a), col.text(b));
+                    if version {
+                        crate::version::compare(x, y)
+                    } else {
+                        x.as_bytes().cmp(y.as_bytes())
+                    }
+                })
+                .find(|o| *o != Ordering::Equal)
+                .unwrap_or(Ordering::Equal)
+        })
+    });
+}
+
+/// Evaluates one validated query; `Err(n)` when its answer has `n` items, more than
+/// `limit`.
+pub(crate) fn evaluate(
+    plan: &QueryPlan,
+    ctx: &Ctx<'_>,
+    limit: usize,
+) -> Result<QueryResult, usize> {
+    let table = ctx.table;
+    let mut preds = Vec::new();
+    if let Some(allowed) = ctx.allowed_keys {
+        match table.column("api_key") {
+            Some(col) => preds.push(text_pred(col, |k| allowed.contains(k))),
+            None => preds.push(Pred::Never),
+        }
+    }
+    if plan.shape == QueryShape::Pcw
+        && !ctx.range.is_all()
+        && let Some(col) = table.time_column()
+    {
+        preds.push(time_range_pred(col, ctx.range));
+    }
+    for f in &plan.filters {
+        let acc = Access::of(table, f.field);
+        if let Some(p) = acc.filter(&f.test, f.field.field().ty, ctx) {
+            preds.push(p);
+        }
+    }
+    let sel = select(table.len(), preds);
+    let items: Vec<ResponseItem> = match plan.shape {
+        QueryShape::Pcw => {
+            let sum =
+                |name: &str| -> i128 { table.column(name).map_or(0, |c| total(&c.data, &sel)) };
+            let (auto, cmd, user) = (
+                sum("vendor_bytes_by_autocomplete"),
+                sum("vendor_bytes_by_command"),
+                sum("user_bytes"),
+            );
+            let vendor = auto + cmd;
+            let total = vendor + user;
+            vec![item(plan.selections.iter().map(|s| {
+                let v = match s.field.field().expr {
+                    Expr::PcwPercent => Value::Float(percent(vendor, total)),
+                    Expr::PcwVendorBytes => Value::Int(vendor),
+                    Expr::PcwTotalBytes => Value::Int(total),
+                    Expr::Column("user_bytes") => Value::Int(user),
+                    Expr::Column("vendor_bytes_by_autocomplete") => Value::Int(auto),
+                    Expr::Column("vendor_bytes_by_command") => Value::Int(cmd),
+                    _ => Value::Null,
+                };
+                (s.alias.clone(), v)
+            }))]
+        }
+        QueryShape::Raw => {
+            if sel.len() > limit {
+                return Err(sel.len());
+            }
+            let mut rows: Vec<usize> = (0..sel.len()).map(|k| sel.row(k)).collect();
+            sort_raw(table, &mut rows);
+            let access: Vec<Access<'_>> = plan
+                .selections
+                .iter()
+                .map(|s| Access::of(table, s.field))
+                .collect();
+            rows.iter()
+                .map(|&r| {
+                    item(
+                        plan.selections
+                            .iter()
+                            .zip(&access)
+                            .map(|(s, a)| (s.alias.clone(), a.value(r, ctx))),
+                    )
+                })
+                .collect()
+        }
+        QueryShape::Total | QueryShape::Grouped | QueryShape::GroupValues => {
+            let fields: Vec<(Access<'_>, ValueType)> = plan
+                .group_by
+                .iter()
+                .map(|g| (Access::of(table, g.field), g.field.field().ty))
+                .collect();
+            let groups = Groups::new(&fields, &sel, ctx);
+            let present: Vec<usize> = if plan.shape == QueryShape::Total {
+                vec![0]
+            } else {
+                groups.present().collect()
+            };
+            if present.len() > limit {
+                return Err(present.len());
+            }
+            let values: Vec<Vec<Value>> = if plan.shape == QueryShape::GroupValues {
+                Vec::new()
+            } else {
+                plan.selections
+                    .iter()
+                    .map(|s| aggregate(s, &groups, &sel, ctx))
+                    .collect()
+            };
+            present
+                .iter()
+                .map(|&g| {
+                    let rep = groups.reps[g] as usize;
+                    let group_value = |i: usize| fields[i].0.value(rep, ctx);
+                    let sels = plan.selections.iter().enumerate().map(|(j, s)| {
+                        let v = if plan.shape == QueryShape::GroupValues {
+                            let i = plan
+                                .group_by
+                                .iter()
+                                .position(|gp| gp.field == s.field)
+                                .unwrap_or(0);
+                            group_value(i)
+                        } else {
+                            values[j][g].clone()
+                        };
+                        (s.alias.clone(), v)
+                    });
+                    let grp = plan
+                        .group_by
+                        .iter()
+                        .enumerate()
+                        .map(|(i, gp)| (gp.alias.clone(), group_value(i)));
+                    item(sels.chain(grp).collect::<Vec<_>>())
+                })
+                .collect()
+        }
+    };
+    if items.len() > limit {
+        return Err(items.len());
+    }
+    Ok(QueryResult {
+        response_items: items,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_sets() {
+        let a = RangeSet(vec![(0, 5), (10, 20)]);
+        assert_eq!(
+            a.complement(),
+            RangeSet(vec![(i64::MIN, -1), (6, 9), (21, i64::MAX)])
+        );
+        assert_eq!(a.complement().complement(), a);
+        assert_eq!(
+            a.intersect(&RangeSet(vec![(3, 12)])),
+            RangeSet(vec![(3, 5), (10, 12)])
+        );
+        assert_eq!(
+            RangeSet(vec![(0, 1)]).union(RangeSet(vec![(2, 4), (9, 9)])),
+            RangeSet(vec![(0, 4), (9, 9)])
+        );
+        assert!(RangeSet::full().complement().0.is_empty());
+    }
+
+    #[test]
+    fn date_filters_on_hours_are_ranges_of_hours() {
+        // date UTC-8 >= day 1 on hours: instants from day 1 08:00Z on.
+        let r = key_range(
+            FilterOp::Ge,
+            1,
+            -8 * 3_600_000_000,
+            MICROS_PER_DAY,
+            MICROS_PER_HOUR,
+        );
+        assert_eq!(r, RangeSet(vec![(32, i64::MAX)]));
+        // hour LE 1970-01-02 (a date): hours up to 47.
+        let r = key_range(FilterOp::Le, 1, 0, MICROS_PER_DAY, MICROS_PER_HOUR);
+        assert_eq!(r, RangeSet(vec![(i64::MIN, 47)]));
+        // timestamp > an instant inside an hour, on hour units: the next hour on.
+        let r = key_range(
+            FilterOp::GreaterThan,
+            MICROS_PER_HOUR + 5,
+            0,
+            1,
+            MICROS_PER_HOUR,
+        );
+        assert_eq!(r, RangeSet(vec![(2, i64::MAX)]));
+        let r = key_range(FilterOp::NotEqual, 3, 0, 1, 1);
+        assert_eq!(r, RangeSet(vec![(i64::MIN, 2), (4, i64::MAX)]));
+    }
+}

@@ -1,0 +1,288 @@
+//! Differential tests: the columnar store and evaluator ([`TeamData`]) against the naive
+//! reference ([`Model`]) on random datasets and random valid requests. Every value and
+//! order must be equal; AVG and `percent_code_written` to 1e-12 relative.
+
+use proptest::prelude::*;
+
+use super::reference::Model;
+use super::*;
+use crate::ident::WireEnum;
+use crate::plan::{AgentSource, GroupPlan, QueryPlan, QueryShape, SelectionPlan, TimeRange};
+use crate::schema::records::KINDS;
+use crate::schema::{Agg, Expr, IdeType, Role, Source};
+use crate::testing::data::{Dataset, arb_dataset};
+use crate::testing::{Choices, Pool, arb_analytics_request};
+use crate::wire::AnalyticsRequest;
+
+/// Loads a dataset into both stores through `prepare` and `apply`.
+fn load(data: &Dataset) -> (TeamData, Model) {
+    let mut team = TeamData::new();
+    let mut model = Model::new();
+    for (i, batch) in data.parsed().iter().enumerate() {
+        let now = Timestamp(1_746_000_000_000_000 + i as i64 * 1_000_000);
+        let batch = team
+            .prepare(batch, now)
+            .expect("generated batches are consistent");
+        team.apply(&batch);
+        model.apply(&batch);
+    }
+    (team, model)
+}
+
+/// A group name to restrict to: none, one of the dataset's, or an unknown one.
+fn group_choice(data: &Dataset, c: &mut Choices) -> Option<String> {
+    let mut names = data.group_names();
+    names.push("no-such-group".into());
+    match c.pick(3) {
+        0 => None,
+        _ => Some(c.one(&names).clone()),
+    }
+}
+
+fn range_choice(pool: &Pool, c: &mut Choices) -> TimeRange {
+    let mut t = || {
+        let hour_start = c.pick(2) == 0;
+        (c.pick(3) != 0).then(|| pool.instant(c, hour_start))
+    };
+    let (a, b) = (t(), t());
+    match (a, b) {
+        (Some(a), Some(b)) => TimeRange {
+            start: Some(a.min(b)),
+            end: Some(a.max(b)),
+        },
+        (start, end) => TimeRange { start, end },
+    }
+}
+
+/// The aliases whose values are floats.
+fn float_aliases(plan: &AnalyticsPlan, q: usize) -> Vec<&str> {
+    plan.queries[q]
+        .selections
+        .iter()
+        .filter(|s| s.agg == Agg::Avg || s.field.field().expr == Expr::PcwPercent)
+        .map(|s| s.alias.as_str())
+        .collect()
+}
+
+fn same_float(a: &str, b: &str) -> bool {
+    match (a.parse::<f64>(), b.parse::<f64>()) {
+        (Ok(x), Ok(y)) => x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+        _ => a == b,
+    }
+}
+
+fn check_analytics(
+    plan: &AnalyticsPlan,
+    got: &Result<AnalyticsResponse, EvalError>,
+    want: &Result<AnalyticsResponse, EvalError>,
+) -> Result<(), TestCaseError> {
+    let (got, want) = match (got, want) {
+        (Ok(g), Ok(w)) => (g, w),
+        _ => {
+            prop_assert_eq!(got, want);
+            return Ok(());
+        }
+    };
+    prop_assert_eq!(got.query_results.len(), want.query_results.len());
+    for (q, (g, w)) in got
+        .query_results
+        .iter()
+        .zip(&want.query_results)
+        .enumerate()
+    {
+        let floats = float_aliases(plan, q);
+        prop_assert_eq!(
+            g.response_items.len(),
+            w.response_items.len(),
+            "query {}: {:?}\nwant {:?}",
+            q,
+            g,
+            w
+        );
+        for (gi, wi) in g.response_items.iter().zip(&w.response_items) {
+            let keys = |i: &crate::wire::Item| i.keys().map(str::to_string).collect::<Vec<_>>();
+            prop_assert_eq!(keys(&gi.item), keys(&wi.item), "query {}", q);
+            for ((k, gv), (_, wv)) in gi.item.0.iter().zip(&wi.item.0) {
+                if floats.contains(&k.as_str()) {
+                    prop_assert!(same_float(gv, wv), "query {} {}: {} != {}", q, k, gv, wv);
+                } else {
+                    prop_assert_eq!(gv, wv, "query {} {}: {:?}\nwant {:?}", q, k, gi, wi);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The stored records, users and groups read back equal to the model's.
+fn check_records(data: &Dataset, team: &TeamData, model: &Model) -> Result<(), TestCaseError> {
+    for kind in KINDS {
+        let sorted = |it: Vec<&Record>| {
+            let mut v: Vec<Record> = it.into_iter().cloned().collect();
+            v.sort_by_key(Record::identity);
+            v
+        };
+        let got = sorted(team.records(kind).collect());
+        let want = sorted(model.records(kind).collect());
+        prop_assert_eq!(team.len(kind), want.len(), "{}", kind.name);
+        prop_assert_eq!(got, want, "{}", kind.name);
+    }
+    for name in data.group_names() {
+        prop_assert_eq!(team.members(&name), model.members(&name));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn analytics_matches_reference(
+        data in arb_dataset(Pool::default()),
+        req in arb_analytics_request(Pool::default()),
+        choices in proptest::collection::vec(any::<u32>(), 4),
+    ) {
+        let (team, model) = load(&data);
+        let mut c = Choices::new(choices);
+        let req = AnalyticsRequest { group_name: group_choice(&data, &mut c), ..req };
+        let plan = crate::validate::analytics(&req, &Limits::default())
+            .map_err(|e| TestCaseError::fail(format!("invalid request: {e:?}")))?;
+        let limits = Limits {
+            result_items: *c.one(&[100_000, 100_000, 100_000, 3, 1, 0]),
+            ..Limits::default()
+        };
+        check_analytics(&plan, &team.analytics(&plan, &limits), &model.analytics(&plan, &limits))?;
+        if c.one_in(8) {
+            check_records(&data, &team, &model)?;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn user_page_matches_reference(
+        data in arb_dataset(Pool::default()),
+        choices in proptest::collection::vec(any::<u32>(), 16),
+    ) {
+        let (team, model) = load(&data);
+        let mut c = Choices::new(choices);
+        let plan = UserPagePlan {
+            group_name: group_choice(&data, &mut c),
+            range: range_choice(&Pool::default(), &mut c),
+        };
+        prop_assert_eq!(team.user_page(&plan), model.user_page(&plan));
+    }
+
+    #[test]
+    fn agent_matches_reference(
+        data in arb_dataset(Pool::default()),
+        choices in proptest::collection::vec(any::<u32>(), 32),
+    ) {
+        let (team, model) = load(&data);
+        let mut c = Choices::new(choices);
+        let group_name = group_choice(&data, &mut c);
+        let emails = (group_name.is_none() && c.pick(2) == 0).then(|| {
+            let mut all = data.emails();
+            all.push("stranger@x.test".into());
+            all.into_iter().filter(|_| c.pick(2) == 0).collect()
+        });
+        let ide_types = match c.pick(3) {
+            0 => vec![IdeType::Editor],
+            1 => vec![IdeType::Plugin],
+            _ => vec![IdeType::Editor, IdeType::Plugin],
+        };
+        let sources = [AgentSource::Lines, AgentSource::Runs, AgentSource::ToolUsage];
+        let queries = (0..1 + c.pick(3)).map(|_| *c.one(&sources)).collect();
+        let plan = AgentPlan {
+            group_name,
+            emails,
+            ide_types,
+            range: range_choice(&Pool::default(), &mut c),
+            queries,
+        };
+        prop_assert_eq!(team.agent(&plan), model.agent(&plan));
+    }
+}
+
+/// Plans the validator never makes (rule 5 keeps MIN and MAX to integer metrics): every
+/// aggregation of every field of `source` (and every `distinct_*`), in one item and
+/// grouped by one field.
+fn every_aggregation(source: Source, group: Option<usize>) -> AnalyticsPlan {
+    let spec = source.spec();
+    let field = |name: &str| spec.resolve(name).expect("a field of the table");
+    let mut selections = Vec::new();
+    for f in spec.fields.iter().filter(|f| f.select) {
+        let name = if f.is_local_date() {
+            "date UTC-8"
+        } else {
+            f.name
+        };
+        let aggs: &[Agg] = if f.role == Role::Distinct {
+            &[Agg::Count, Agg::Unspecified]
+        } else {
+            &[Agg::Count, Agg::Sum, Agg::Avg, Agg::Max, Agg::Min]
+        };
+        for &agg in aggs {
+            selections.push(SelectionPlan {
+                alias: format!("{}_{name}", agg.short()),
+                field: field(name),
+                agg,
+            });
+        }
+    }
+    let groupable: Vec<&str> = spec
+        .fields
+        .iter()
+        .filter(|f| f.group)
+        .map(|f| {
+            if f.is_local_date() {
+                "date UTC+5:30"
+            } else {
+                f.name
+            }
+        })
+        .collect();
+    let group_by: Vec<GroupPlan> = group
+        .filter(|_| !groupable.is_empty())
+        .map(|g| GroupPlan {
+            alias: "g".into(),
+            field: field(groupable[g % groupable.len()]),
+        })
+        .into_iter()
+        .collect();
+    let shape = if group_by.is_empty() {
+        QueryShape::Total
+    } else {
+        QueryShape::Grouped
+    };
+    AnalyticsPlan {
+        group_name: None,
+        range: TimeRange::default(),
+        queries: vec![QueryPlan {
+            source,
+            shape,
+            selections,
+            filters: Vec::new(),
+            group_by,
+        }],
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn every_aggregation_of_every_field_matches_reference(
+        data in arb_dataset(Pool::default()),
+        group in proptest::option::of(0usize..16),
+    ) {
+        let (team, model) = load(&data);
+        for source in Source::ALL.iter().filter(|s| **s != Source::PcwData) {
+            let plan = every_aggregation(*source, group);
+            let limits = Limits::default();
+            check_analytics(&plan, &team.analytics(&plan, &limits), &model.analytics(&plan, &limits))?;
+        }
+    }
+}
