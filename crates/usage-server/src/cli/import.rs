@@ -79,7 +79,7 @@ impl Iterator for Lines {
                 }
             }
             self.line_no += 1;
-            if self.line_no % 4096 == 0 {
+            if self.line_no.is_multiple_of(4096) {
                 self.bar.set_position(self.line_no);
                 self.report.lock().unwrap_or_else(|e| e.into_inner()).lines = self.line_no;
             }

@@ -80,13 +80,14 @@ CREATE TABLE audit (
 );
 CREATE INDEX audit_team ON audit (team_id, id);
 CREATE TABLE records (
+    id INTEGER PRIMARY KEY,
     team_id TEXT NOT NULL,
     kind TEXT NOT NULL,
     identity TEXT NOT NULL,
     seq INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (team_id, kind, identity)
-) WITHOUT ROWID;
+    body TEXT NOT NULL
+);
+CREATE UNIQUE INDEX records_identity ON records (team_id, kind, identity);
 CREATE INDEX records_seq ON records (team_id, seq);
 "#];
 

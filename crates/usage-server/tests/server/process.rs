@@ -223,7 +223,7 @@ async fn sigterm_drains_accepted_requests_and_exits_zero() {
     let mut conns = Vec::new();
     for _ in 0..3 {
         let mut c = TcpStream::connect(&addr).unwrap();
-        c.write_all(format!("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap();
         let mut buf = [0u8; 512];
         let n = c.read(&mut buf).unwrap();
