@@ -209,10 +209,14 @@ async fn acknowledged_ingest_survives_sigkill() {
     s.kill9();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_accepted_requests_and_exits_zero() {
     let f = fixture();
-    let mut s = Server::start(&f.store, &[], &f.log);
+    let mut s = Server::start(
+        &f.store,
+        &["--rate-per-minute", "1000000", "--rate-burst", "100000"],
+        &f.log,
+    );
     let addr = s.line["listen"].as_str().unwrap().to_string();
     let body = json!({"service_key": f.key, "team_level": true}).to_string();
     let request = format!(
@@ -232,9 +236,40 @@ async fn sigterm_drains_accepted_requests_and_exits_zero() {
         c.write_all(&body.as_bytes()[..10]).unwrap();
         conns.push(c);
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Load from other clients, on fresh connections, until the server is gone.
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let (base, key) = (s.base.clone(), f.key.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .build()
+                    .unwrap();
+                let (mut answered, mut refused) = (0u32, 0u32);
+                while refused < 3 {
+                    let res = client
+                        .post(format!("{base}/api/v1/GetUsageConfig"))
+                        .header("content-type", "application/json")
+                        .body(json!({"service_key": key, "team_level": true}).to_string())
+                        .send()
+                        .await;
+                    match res {
+                        // Every answer is a full 200, during the drain too.
+                        Ok(r) => {
+                            assert_eq!(r.status(), 200);
+                            assert_eq!(r.text().await.unwrap(), "{}");
+                            answered += 1;
+                        }
+                        Err(_) => refused += 1,
+                    }
+                }
+                answered
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     s.sigterm();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     for mut c in conns {
         c.write_all(&body.as_bytes()[10..]).unwrap();
         let mut out = String::new();
@@ -244,6 +279,11 @@ async fn sigterm_drains_accepted_requests_and_exits_zero() {
     }
     let status = s.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
+    let mut answered = 0;
+    for t in load {
+        answered += t.await.unwrap();
+    }
+    assert!(answered > 0);
     // Nothing listens any more.
     assert!(TcpStream::connect(&addr).is_err());
     let log = std::fs::read_to_string(&f.log).unwrap();
