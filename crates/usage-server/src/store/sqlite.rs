@@ -133,7 +133,10 @@ struct Cached {
 }
 
 struct Inner {
+    /// Writes and metadata reads.
     conn: Mutex<Option<Connection>>,
+    /// Loading records into the cache.
+    loader: Mutex<Option<Connection>>,
     cache: RwLock<HashMap<String, Arc<Cached>>>,
     seen_version: AtomicI64,
     applied_at_open: u32,
@@ -204,39 +207,44 @@ fn decode_row(kind: &str, body: &str) -> StoreResult<(&'static RecordKind, Recor
     Ok((k, r))
 }
 
-/// Applies the rows of a query (`kind`, `body`, `seq`) to `data` in batches of one kind;
-/// returns the largest `seq`.
-fn apply_rows(
+/// Reads the rows of a query (`kind`, `body`, `seq`) as batches of one kind; returns
+/// them and the largest `seq`.
+fn read_rows(
     stmt: &mut rusqlite::Statement<'_>,
     params: impl rusqlite::Params,
-    data: &mut TeamData,
-) -> StoreResult<i64> {
+) -> StoreResult<(Vec<Batch>, i64)> {
     let mut rows = stmt.query(params).map_err(db_err)?;
     let mut max = 0i64;
-    let mut pending: Option<Batch> = None;
+    let mut batches: Vec<Batch> = Vec::new();
     while let Some(row) = rows.next().map_err(db_err)? {
         let kind: String = row.get(0).map_err(db_err)?;
         let body: String = row.get(1).map_err(db_err)?;
         let seq: i64 = row.get(2).map_err(db_err)?;
         max = max.max(seq);
         let (k, r) = decode_row(&kind, &body)?;
-        match &mut pending {
-            Some(b) if std::ptr::eq(b.kind, k) && b.records.len() < 50_000 => b.records.push(r),
-            _ => {
-                if let Some(b) = pending.take() {
-                    data.apply(&b);
-                }
-                pending = Some(Batch {
-                    kind: k,
-                    records: vec![r],
-                });
-            }
+        match batches.last_mut() {
+            Some(b) if std::ptr::eq(b.kind, k) => b.records.push(r),
+            _ => batches.push(Batch {
+                kind: k,
+                records: vec![r],
+            }),
         }
     }
-    if let Some(b) = pending {
-        data.apply(&b);
-    }
-    Ok(max)
+    Ok((batches, max))
+}
+
+fn open_conn(path: &Path) -> StoreResult<Connection> {
+    let conn = Connection::open(path).map_err(db_err)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(db_err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(db_err)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(db_err)?;
+    // A 64 MiB page cache: a large import then rarely spills dirty pages early.
+    conn.pragma_update(None, "cache_size", -65_536)
+        .map_err(db_err)?;
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(conn)
 }
 
 impl Inner {
@@ -254,16 +262,29 @@ impl Inner {
         f(c)
     }
 
-    /// Reads the rows of `team` newer than the cached ones into the cache.
-    fn catch_up(&self, conn: &Connection, team: &str, cached: &Cached) -> StoreResult<()> {
+    /// Reads the rows of `team` newer than the cached ones into the cache. Rows are read
+    /// on the loader connection and parsed before the team's data is locked, so neither
+    /// key lookups nor queries of the team wait for the parsing.
+    fn catch_up(&self, team: &str, cached: &Cached) -> StoreResult<()> {
         let mut seq = cached.seq.lock().map_err(poisoned)?;
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND seq > ?2 ORDER BY seq",
-            )
-            .map_err(db_err)?;
-        let mut data = cached.data.write().map_err(poisoned)?;
-        let max = apply_rows(&mut stmt, params![team, *seq], &mut data)?;
+        let (batches, max) = {
+            let g = self.loader.lock().map_err(poisoned)?;
+            let conn = g
+                .as_ref()
+                .ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND seq > ?2 ORDER BY seq",
+                )
+                .map_err(db_err)?;
+            read_rows(&mut stmt, params![team, *seq])?
+        };
+        if !batches.is_empty() {
+            let mut data = cached.data.write().map_err(poisoned)?;
+            for b in &batches {
+                data.apply(b);
+            }
+        }
         *seq = (*seq).max(max);
         Ok(())
     }
@@ -273,16 +294,20 @@ impl Inner {
         if let Some(c) = self.cache.read().map_err(poisoned)?.get(team) {
             return Ok(c.clone());
         }
-        self.with(|conn| {
+        {
+            let g = self.loader.lock().map_err(poisoned)?;
+            let conn = g
+                .as_ref()
+                .ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
             team_exists(conn, team)?;
-            let c = Arc::new(Cached {
-                data: RwLock::new(TeamData::new()),
-                seq: Mutex::new(0),
-            });
-            self.catch_up(conn, team, &c)?;
-            let mut cache = self.cache.write().map_err(poisoned)?;
-            Ok(cache.entry(team.to_string()).or_insert(c).clone())
-        })
+        }
+        let c = Arc::new(Cached {
+            data: RwLock::new(TeamData::new()),
+            seq: Mutex::new(0),
+        });
+        self.catch_up(team, &c)?;
+        let mut cache = self.cache.write().map_err(poisoned)?;
+        Ok(cache.entry(team.to_string()).or_insert(c).clone())
     }
 
     fn read<T>(&self, team: &str, f: impl FnOnce(&TeamData) -> StoreResult<T>) -> StoreResult<T> {
@@ -299,7 +324,9 @@ impl Inner {
                 "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND kind IN ('users', 'groups') ORDER BY seq",
             )
             .map_err(db_err)?;
-        apply_rows(&mut stmt, [team], &mut data)?;
+        for b in read_rows(&mut stmt, [team])?.0 {
+            data.apply(&b);
+        }
         Ok(data)
     }
 
@@ -381,9 +408,10 @@ impl Inner {
         )
         .map_err(db_err)?;
         tx.commit().map_err(db_err)?;
+        drop(guard);
         let cached = self.cache.read().map_err(poisoned)?.get(team).cloned();
         if let Some(c) = cached {
-            self.catch_up(conn, team, &c)?;
+            self.catch_up(team, &c)?;
         }
         Ok(Some(n))
     }
@@ -437,17 +465,13 @@ impl SqliteStore {
     pub async fn open(path: &Path) -> StoreResult<SqliteStore> {
         let path = path.to_path_buf();
         tokio::task::spawn_blocking(move || {
-            let mut conn = Connection::open(&path).map_err(db_err)?;
-            conn.busy_timeout(Duration::from_secs(10)).map_err(db_err)?;
-            conn.pragma_update(None, "journal_mode", "WAL")
-                .map_err(db_err)?;
-            conn.pragma_update(None, "synchronous", "FULL")
-                .map_err(db_err)?;
-            conn.set_prepared_statement_cache_capacity(32);
+            let mut conn = open_conn(&path)?;
             let applied = apply_migrations(&mut conn)?;
+            let loader = open_conn(&path)?;
             Ok(SqliteStore {
                 inner: Arc::new(Inner {
                     conn: Mutex::new(Some(conn)),
+                    loader: Mutex::new(Some(loader)),
                     cache: RwLock::new(HashMap::new()),
                     seen_version: AtomicI64::new(-1),
                     applied_at_open: applied,
@@ -824,7 +848,7 @@ impl Store for SqliteStore {
                 match cached {
                     Some(c) => {
                         if *c.seq.lock().map_err(poisoned)? < seq {
-                            i.with(|conn| i.catch_up(conn, &team, &c))?;
+                            i.catch_up(&team, &c)?;
                         }
                     }
                     None => {
@@ -844,9 +868,11 @@ impl Store for SqliteStore {
 
     async fn close(&self) -> StoreResult<()> {
         self.blocking(|i| {
-            let conn = i.conn.lock().map_err(poisoned)?.take();
-            if let Some(c) = conn {
-                c.close().map_err(|(_, e)| db_err(e))?;
+            for slot in [&i.loader, &i.conn] {
+                let conn = slot.lock().map_err(poisoned)?.take();
+                if let Some(c) = conn {
+                    c.close().map_err(|(_, e)| db_err(e))?;
+                }
             }
             i.cache.write().map_err(poisoned)?.clear();
             Ok(())
