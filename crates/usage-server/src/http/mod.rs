@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use usage_core::plan::Limits;
 use warp::Filter;
 use warp::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -187,7 +187,17 @@ where
         .filter(|s| valid_request_id(s))
         .map_or_else(crate::auth::new_request_id, str::to_string);
     let mut cx = LogCx::default();
-    let mut res = match route(&app, &method, path.as_str(), &headers, body, &mut cx).await {
+    let routed =
+        std::panic::AssertUnwindSafe(route(&app, &method, path.as_str(), &headers, body, &mut cx))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApiError::new(
+                    Code::Internal,
+                    "internal error: the request handler panicked",
+                ))
+            });
+    let mut res = match routed {
         Ok(res) => res,
         Err(e) => {
             if e.code == Code::Internal {
@@ -312,10 +322,11 @@ where
     let mut body = std::pin::pin!(body);
     while let Some(chunk) = body.next().await {
         let mut chunk = chunk.map_err(|e| {
-            ApiError::new(
-                Code::InvalidArgument,
+            ApiError::invalid(&[usage_core::Violation::new(
+                usage_core::JsonPath::root(),
+                usage_core::Rule::MalformedJson,
                 format!("the body could not be read: {e}"),
-            )
+            )])
         })?;
         seen += chunk.remaining();
         if over || seen > limit {
