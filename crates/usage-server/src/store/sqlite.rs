@@ -207,30 +207,38 @@ fn decode_row(kind: &str, body: &str) -> StoreResult<(&'static RecordKind, Recor
     Ok((k, r))
 }
 
-/// Reads the rows of a query (`kind`, `body`, `seq`) as batches of one kind; returns
-/// them and the largest `seq`.
+/// Reads the rows of a query (`kind`, `body`, `seq`) and hands them to `sink` in batches
+/// of one kind (at most 50,000 records each); returns the largest `seq`.
 fn read_rows(
     stmt: &mut rusqlite::Statement<'_>,
     params: impl rusqlite::Params,
-) -> StoreResult<(Vec<Batch>, i64)> {
+    mut sink: impl FnMut(Batch),
+) -> StoreResult<i64> {
     let mut rows = stmt.query(params).map_err(db_err)?;
     let mut max = 0i64;
-    let mut batches: Vec<Batch> = Vec::new();
+    let mut pending: Option<Batch> = None;
     while let Some(row) = rows.next().map_err(db_err)? {
         let kind: String = row.get(0).map_err(db_err)?;
         let body: String = row.get(1).map_err(db_err)?;
         let seq: i64 = row.get(2).map_err(db_err)?;
         max = max.max(seq);
         let (k, r) = decode_row(&kind, &body)?;
-        match batches.last_mut() {
-            Some(b) if std::ptr::eq(b.kind, k) => b.records.push(r),
-            _ => batches.push(Batch {
-                kind: k,
-                records: vec![r],
-            }),
+        match &mut pending {
+            Some(b) if std::ptr::eq(b.kind, k) && b.records.len() < 50_000 => b.records.push(r),
+            _ => {
+                if let Some(b) = pending.replace(Batch {
+                    kind: k,
+                    records: vec![r],
+                }) {
+                    sink(b);
+                }
+            }
         }
     }
-    Ok((batches, max))
+    if let Some(b) = pending {
+        sink(b);
+    }
+    Ok(max)
 }
 
 fn open_conn(path: &Path) -> StoreResult<Connection> {
@@ -264,10 +272,12 @@ impl Inner {
 
     /// Reads the rows of `team` newer than the cached ones into the cache. Rows are read
     /// on the loader connection and parsed before the team's data is locked, so neither
-    /// key lookups nor queries of the team wait for the parsing.
+    /// key lookups nor queries of the team wait for the parsing, and a query sees a write
+    /// whole or not at all.
     fn catch_up(&self, team: &str, cached: &Cached) -> StoreResult<()> {
         let mut seq = cached.seq.lock().map_err(poisoned)?;
-        let (batches, max) = {
+        let mut batches = Vec::new();
+        let max = {
             let g = self.loader.lock().map_err(poisoned)?;
             let conn = g
                 .as_ref()
@@ -277,7 +287,7 @@ impl Inner {
                     "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND seq > ?2 ORDER BY seq",
                 )
                 .map_err(db_err)?;
-            read_rows(&mut stmt, params![team, *seq])?
+            read_rows(&mut stmt, params![team, *seq], |b| batches.push(b))?
         };
         if !batches.is_empty() {
             let mut data = cached.data.write().map_err(poisoned)?;
@@ -294,18 +304,24 @@ impl Inner {
         if let Some(c) = self.cache.read().map_err(poisoned)?.get(team) {
             return Ok(c.clone());
         }
-        {
+        // Not shared yet: apply batch by batch, so the parsed rows never all sit in memory
+        // beside the team's data.
+        let mut data = TeamData::new();
+        let seq = {
             let g = self.loader.lock().map_err(poisoned)?;
             let conn = g
                 .as_ref()
                 .ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
             team_exists(conn, team)?;
-        }
+            let mut stmt = conn
+                .prepare_cached("SELECT kind, body, seq FROM records WHERE team_id = ?1")
+                .map_err(db_err)?;
+            read_rows(&mut stmt, [team], |b| data.apply(&b))?
+        };
         let c = Arc::new(Cached {
-            data: RwLock::new(TeamData::new()),
-            seq: Mutex::new(0),
+            data: RwLock::new(data),
+            seq: Mutex::new(seq),
         });
-        self.catch_up(team, &c)?;
         let mut cache = self.cache.write().map_err(poisoned)?;
         Ok(cache.entry(team.to_string()).or_insert(c).clone())
     }
@@ -324,9 +340,7 @@ impl Inner {
                 "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND kind IN ('users', 'groups') ORDER BY seq",
             )
             .map_err(db_err)?;
-        for b in read_rows(&mut stmt, [team])?.0 {
-            data.apply(&b);
-        }
+        read_rows(&mut stmt, [team], |b| data.apply(&b))?;
         Ok(data)
     }
 

@@ -19,6 +19,17 @@ fn admin_commands_print_one_json_object_or_fail_cleanly() {
     let store = format!("sqlite:{}", dir.path().join("a.db").display());
     assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 1}));
     assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 0}));
+    // The store can come from USAGE_STORE too.
+    let out = std::process::Command::new(crate::process::BIN)
+        .env("USAGE_STORE", &store)
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        r#"{"migrations_applied":0}"#
+    );
     let team = ok(
         &store,
         &["team", "create", "--name", "X", "--plan", "teams"],
