@@ -14,11 +14,11 @@ use crate::store::{NewTeam, Store, StoreResult};
 /// The name of the demo team.
 pub const TEAM_NAME: &str = "demo";
 /// Users of the demo team.
-pub const USERS: usize = 240;
+pub const DEMO_USERS: usize = 240;
 /// Days of records, ending today.
 pub const DAYS: i32 = 90;
 /// The demo groups: (id, name).
-pub const GROUPS: [(&str, &str); 6] = [
+pub const DEMO_GROUPS: [(&str, &str); 6] = [
     ("grp-eng", "engineering"),
     ("grp-platform", "platform"),
     ("grp-data", "data"),
@@ -116,7 +116,7 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
             v.push(r);
         }
     };
-    for (id, name) in super::demo::GROUPS {
+    for (id, name) in DEMO_GROUPS {
         push(
             &GROUPS,
             rec(
@@ -125,12 +125,12 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
             ),
         );
     }
-    let mut activity = Vec::with_capacity(super::demo::USERS);
-    for i in 0..super::demo::USERS {
-        let g1 = super::demo::GROUPS[i % 6].0;
+    let mut activity = Vec::with_capacity(DEMO_USERS);
+    for i in 0..DEMO_USERS {
+        let g1 = DEMO_GROUPS[i % 6].0;
         let mut groups = vec![g1.to_string()];
         if i % 5 == 0 {
-            groups.push(super::demo::GROUPS[(i / 5) % 6].0.to_string());
+            groups.push(DEMO_GROUPS[(i / 5) % 6].0.to_string());
         }
         groups.dedup();
         let status = match i % 40 {
@@ -404,7 +404,7 @@ pub async fn ensure(store: &dyn Store, now: Timestamp) -> StoreResult<String> {
             NewTeam {
                 name: TEAM_NAME.to_string(),
                 plan: Plan::Enterprise,
-                seats: USERS as i64,
+                seats: DEMO_USERS as i64,
                 credits_per_seat: 500,
             },
             now,
@@ -457,7 +457,7 @@ mod tests {
             }
         }
         let users = a.iter().find(|b| b.kind.name == "users").unwrap();
-        assert_eq!(users.records.len(), USERS);
+        assert_eq!(users.records.len(), DEMO_USERS);
         let runs = a.iter().find(|b| b.kind.name == "agent_runs").unwrap();
         assert!(
             runs.records

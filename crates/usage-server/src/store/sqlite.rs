@@ -270,6 +270,14 @@ impl Inner {
         f(c)
     }
 
+    fn with_loader<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let g = self.loader.lock().map_err(poisoned)?;
+        let conn = g
+            .as_ref()
+            .ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
+        f(conn)
+    }
+
     /// Reads the rows of `team` newer than the cached ones into the cache. Rows are read
     /// on the loader connection and parsed before the team's data is locked, so neither
     /// key lookups nor queries of the team wait for the parsing, and a query sees a write
@@ -277,18 +285,14 @@ impl Inner {
     fn catch_up(&self, team: &str, cached: &Cached) -> StoreResult<()> {
         let mut seq = cached.seq.lock().map_err(poisoned)?;
         let mut batches = Vec::new();
-        let max = {
-            let g = self.loader.lock().map_err(poisoned)?;
-            let conn = g
-                .as_ref()
-                .ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
+        let max = self.with_loader(|conn| {
             let mut stmt = conn
                 .prepare_cached(
                     "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND seq > ?2 ORDER BY seq",
                 )
                 .map_err(db_err)?;
-            read_rows(&mut stmt, params![team, *seq], |b| batches.push(b))?
-        };
+            read_rows(&mut stmt, params![team, *seq], |b| batches.push(b))
+        })?;
         if !batches.is_empty() {
             let mut data = cached.data.write().map_err(poisoned)?;
             for b in &batches {
@@ -307,17 +311,13 @@ impl Inner {
         // Not shared yet: apply batch by batch, so the parsed rows never all sit in memory
         // beside the team's data.
         let mut data = TeamData::new();
-        let seq = {
-            let g = self.loader.lock().map_err(poisoned)?;
-            let conn = g
-                .as_ref()
-                .ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
+        let seq = self.with_loader(|conn| {
             team_exists(conn, team)?;
             let mut stmt = conn
                 .prepare_cached("SELECT kind, body, seq FROM records WHERE team_id = ?1")
                 .map_err(db_err)?;
-            read_rows(&mut stmt, [team], |b| data.apply(&b))?
-        };
+            read_rows(&mut stmt, [team], |b| data.apply(&b))
+        })?;
         let c = Arc::new(Cached {
             data: RwLock::new(data),
             seq: Mutex::new(seq),
