@@ -342,3 +342,47 @@ async fn serve_demo_prints_a_working_curl_command() {
     assert_eq!(v2, v);
     s2.kill9();
 }
+
+#[tokio::test]
+async fn two_servers_share_one_sqlite_store() {
+    let f = fixture();
+    let a = Server::start(&f.store, &[], &f.log);
+    let b = Server::start(&f.store, &[], &f.log);
+    let (st, _) = a
+        .post(
+            "UsageConfig",
+            json!({"service_key": f.key, "team_level": true, "set_add_on_credit_cap": 321}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    // Caps are read from the store: the other server answers at once.
+    let (st, v) = b
+        .post(
+            "GetUsageConfig",
+            json!({"service_key": f.key, "team_level": true}),
+        )
+        .await;
+    assert_eq!((st, v), (200, json!({"addOnCreditCap": 321})));
+    let (st, _) = a
+        .post("Ingest", json!({"service_key": f.key, "kind": "groups", "records": [{"group_id": "g9", "group_name": "nine"}]}))
+        .await;
+    assert_eq!(st, 200);
+    // Records reach the other server's cache by polling; bounded retries.
+    let mut status = 0;
+    for _ in 0..100 {
+        let (st, _) = b
+            .post(
+                "GetUsageConfig",
+                json!({"service_key": f.key, "group_id": "g9"}),
+            )
+            .await;
+        status = st;
+        if st == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200);
+    a.kill9();
+    b.kill9();
+}
