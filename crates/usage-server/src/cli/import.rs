@@ -11,12 +11,15 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value, json};
 use usage_core::JsonPath;
-use usage_core::load::{MAX_REPORTED_RECORDS, Record, parse_record};
+use usage_core::load::{Record, parse_record};
 use usage_core::schema::records::{RecordKind, kind_names};
 use usage_core::time::Timestamp;
 
 use super::{Failure, ImportArgs};
 use crate::store::Store;
+
+/// At most this many violation lines follow the summary (contract section 8).
+const MAX_LINES: usize = 20;
 
 /// What went wrong while reading, shared between the reader and the command.
 #[derive(Debug, Default)]
@@ -41,16 +44,17 @@ impl Lines {
     fn bad(&mut self, violations: Vec<(String, &'static str, String)>) {
         let mut r = self.report.lock().unwrap_or_else(|e| e.into_inner());
         r.bad += 1;
-        if r.bad <= MAX_REPORTED_RECORDS as u64 {
-            for (field, rule, msg) in violations {
-                let field = if field.is_empty() {
-                    "(record)".to_string()
-                } else {
-                    field
-                };
-                r.messages
-                    .push(format!("line {}: {field}: {rule}: {msg}", self.line_no));
+        for (field, rule, msg) in violations {
+            if r.messages.len() == MAX_LINES {
+                break;
             }
+            let field = if field.is_empty() {
+                "(record)".to_string()
+            } else {
+                field
+            };
+            r.messages
+                .push(format!("line {}: {field}: {rule}: {msg}", self.line_no));
         }
     }
 }

@@ -129,6 +129,35 @@ fn import_is_all_or_nothing_and_reports_lines() {
             .any(|l| l.starts_with("line 6: (record): malformed_json: ")),
         "{err:?}"
     );
+    // At most 20 lines follow the summary, however many violations there are.
+    let many = f._dir.path().join("many.jsonl");
+    std::fs::write(&many, "{\"api_key\": 5, \"bogus\": 1}\n".repeat(30)).unwrap();
+    let (code, out, err) = admin(
+        &f.store,
+        &[
+            "import",
+            "--team",
+            &f.team,
+            "--kind",
+            "autocomplete",
+            many.to_str().unwrap(),
+        ],
+    );
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.lines()
+            .next()
+            .unwrap()
+            .contains("30 bad autocomplete record(s)"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 21, "{err}");
+    assert!(
+        err.lines().skip(1).all(|l| l.starts_with("line 1:")
+            || l.starts_with("line 2:")
+            || l.starts_with("line 3:")),
+        "{err}"
+    );
     // Nothing was written: a good import of 24 lines counts them all afresh.
     let good = f._dir.path().join("good.jsonl");
     std::fs::write(
