@@ -1,6 +1,5 @@
-//! The reference server of the usage service. It arrives with issue 5.
+//! `usage-server`: the reference server and its admin commands (contract section 10).
 
 fn main() {
-    eprintln!("usage-server: the server arrives with issue 5; see README.md");
-    std::process::exit(1);
+    std::process::exit(usage_server::cli::main());
 }

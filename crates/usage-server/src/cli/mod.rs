@@ -1,0 +1,402 @@
+//! The `usage-server` command line (contract section 10).
+//!
+//! Admin commands print one JSON object on stdout and exit 0; on failure they print
+//! nothing on stdout, the reason on stderr (one line; `import` adds up to 20 lines of
+//! violations) and exit 1. Bad flags print clap's usage and exit 2.
+
+mod import;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+use usage_core::plan::Limits;
+use usage_core::schema::Plan;
+use usage_core::time::Timestamp;
+
+use crate::auth;
+use crate::auth::rate::RateConfig;
+use crate::http;
+use crate::store::{self, KeyRecord, NewTeam, Store, StoreError};
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "usage-server",
+    version,
+    about = "The reference server of the usage service and its admin commands."
+)]
+pub struct Cli {
+    /// The store: `sqlite:PATH`, `memory:` or `postgres://…`.
+    #[arg(
+        long,
+        global = true,
+        env = "USAGE_STORE",
+        default_value = "sqlite:usage.db"
+    )]
+    pub store: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API and `GET /healthz`.
+    Serve(ServeArgs),
+    /// Apply the store's schema migrations.
+    Migrate,
+    /// Manage teams.
+    #[command(subcommand)]
+    Team(TeamCommand),
+    /// Manage service keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Load records of one kind from a JSONL file (`-` reads stdin), all or nothing.
+    Import(ImportArgs),
+    /// Print a team's cap audit log, oldest first, one JSON object a line.
+    Audit {
+        /// The team id.
+        #[arg(long)]
+        team: String,
+    },
+    /// Print the cap that applies to a user and where it comes from.
+    EffectiveCap {
+        /// The team id.
+        #[arg(long)]
+        team: String,
+        /// The user's e-mail.
+        #[arg(long)]
+        email: String,
+    },
+}
+
+/// Flags of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Fill an empty store with a demo team and print a fresh full-permission key.
+    #[arg(long)]
+    pub demo: bool,
+    /// Sustained requests per minute per key.
+    #[arg(long, default_value_t = 600)]
+    pub rate_per_minute: u32,
+    /// Requests a key may send at once.
+    #[arg(long, default_value_t = 60)]
+    pub rate_burst: u32,
+    /// Body limit of the query operations, in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+    /// Body limit of `Ingest`, in bytes.
+    #[arg(long, default_value_t = 16 << 20)]
+    pub max_ingest_bytes: usize,
+    /// Items per query result.
+    #[arg(long, default_value_t = 100_000)]
+    pub max_result_items: usize,
+}
+
+/// `team …`.
+#[derive(Debug, Subcommand)]
+pub enum TeamCommand {
+    /// Create a team.
+    Create {
+        /// Its name.
+        #[arg(long)]
+        name: String,
+        /// Its plan: enterprise, teams or pro.
+        #[arg(long, default_value = "enterprise", value_parser = parse_plan)]
+        plan: Plan,
+        /// Seats.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
+        seats: i64,
+        /// Prompt credits per seat.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
+        credits_per_seat: i64,
+    },
+}
+
+/// `key …`.
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Create a key; the key is shown once.
+    Create {
+        /// The team id.
+        #[arg(long)]
+        team: String,
+        /// Comma-separated: analytics-read, teams-read, billing-read, billing-write, usage-write.
+        #[arg(long)]
+        permissions: String,
+        /// A name for the key.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Revoke a key.
+    Revoke {
+        /// The key id.
+        #[arg(long)]
+        key_id: String,
+    },
+}
+
+/// Flags of `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The team id.
+    #[arg(long)]
+    pub team: String,
+    /// The record kind (autocomplete, chat, command, pcw, agent_lines, agent_runs,
+    /// agent_tool_usage, users, groups, billing).
+    #[arg(long)]
+    pub kind: String,
+    /// The JSONL file, or `-` for stdin.
+    pub file: String,
+}
+
+fn parse_plan(s: &str) -> Result<Plan, String> {
+    s.parse::<Plan>().map_err(|e| e.to_string())
+}
+
+/// Why a command failed: one line, plus more lines for `import`.
+#[derive(Debug)]
+pub struct Failure {
+    /// The reason (first line on stderr).
+    pub summary: String,
+    /// Further lines.
+    pub lines: Vec<String>,
+}
+
+impl From<String> for Failure {
+    fn from(summary: String) -> Failure {
+        Failure {
+            summary,
+            lines: Vec::new(),
+        }
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        e.to_string().into()
+    }
+}
+
+/// Runs the command line; returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("usage-server: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(out) => {
+            for line in out {
+                println!("{line}");
+            }
+            0
+        }
+        Err(f) => {
+            eprintln!("usage-server: {}", f.summary.replace('\n', " "));
+            for l in f.lines {
+                eprintln!("{l}");
+            }
+            1
+        }
+    }
+}
+
+/// Runs one command; returns the lines to print on stdout.
+///
+/// # Errors
+/// What to print on stderr.
+pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
+    let store = store::open(&cli.store).await?;
+    let out = match cli.command {
+        Command::Serve(args) => {
+            serve(store.clone(), args).await?;
+            return Ok(Vec::new());
+        }
+        Command::Migrate => vec![json!({"migrations_applied": store.migrate().await?})],
+        Command::Team(TeamCommand::Create {
+            name,
+            plan,
+            seats,
+            credits_per_seat,
+        }) => {
+            let t = store
+                .create_team(
+                    NewTeam {
+                        name,
+                        plan,
+                        seats,
+                        credits_per_seat,
+                    },
+                    Timestamp::now(),
+                )
+                .await?;
+            vec![json!({"team_id": t.id})]
+        }
+        Command::Key(KeyCommand::Create {
+            team,
+            permissions,
+            name,
+        }) => {
+            let perms = auth::parse_permissions(&permissions)?;
+            let (key_id, service_key) = create_key(store.as_ref(), &team, name, perms).await?;
+            vec![json!({"key_id": key_id, "service_key": service_key})]
+        }
+        Command::Key(KeyCommand::Revoke { key_id }) => {
+            store.revoke_key(&key_id).await?;
+            vec![json!({"key_id": key_id, "revoked": true})]
+        }
+        Command::Import(args) => vec![import::run(store.as_ref(), args).await?],
+        Command::Audit { team } => {
+            store.billing(&team).await?;
+            store
+                .audit(&team)
+                .await?
+                .into_iter()
+                .map(|a| {
+                    json!({
+                        "time": a.time.to_rfc3339(),
+                        "key_id": a.key_id,
+                        "scope": a.scope.label(),
+                        "old": a.old,
+                        "new": a.new,
+                    })
+                })
+                .collect()
+        }
+        Command::EffectiveCap { team, email } => {
+            store.billing(&team).await?;
+            vec![
+                match store::effective_cap(store.as_ref(), &team, &email).await? {
+                    Some((cap, source)) => json!({"addOnCreditCap": cap, "source": source}),
+                    None => json!({}),
+                },
+            ]
+        }
+    };
+    store.close().await?;
+    Ok(out.into_iter().map(|v: Value| v.to_string()).collect())
+}
+
+/// Creates a key for a team; returns its id and the key (shown once).
+///
+/// # Errors
+/// An unknown team, an empty permission list, or a store failure.
+pub async fn create_key(
+    store: &dyn Store,
+    team: &str,
+    name: Option<String>,
+    permissions: Vec<usage_core::schema::Permission>,
+) -> Result<(String, String), Failure> {
+    if permissions.is_empty() {
+        return Err("give at least one permission".to_string().into());
+    }
+    let (service_key, hash) = auth::new_key();
+    let key_id = auth::new_id("key");
+    store
+        .insert_key(KeyRecord {
+            key_id: key_id.clone(),
+            team_id: team.to_string(),
+            name,
+            hash,
+            permissions,
+            created: Timestamp::now(),
+        })
+        .await?;
+    Ok((key_id, service_key))
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers, run until killed.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!("shutdown signal received; draining in-flight requests");
+}
+
+async fn serve(store: Arc<dyn Store>, args: ServeArgs) -> Result<(), Failure> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .with_max_level(tracing::Level::INFO)
+        .try_init();
+    let demo = if args.demo {
+        let team = crate::demo::ensure(store.as_ref(), Timestamp::now()).await?;
+        let (_, key) = create_key(
+            store.as_ref(),
+            &team,
+            Some("demo".into()),
+            usage_core::schema::Permission::IDENTIFIERS
+                .iter()
+                .filter_map(|p| p.parse().ok())
+                .collect(),
+        )
+        .await?;
+        Some(key)
+    } else {
+        None
+    };
+    store.preload().await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    let mut line = json!({"listen": addr.to_string()});
+    if let Some(key) = demo {
+        line["service_key"] = json!(key);
+        line["curl"] = json!(crate::demo::curl(addr, &key));
+    }
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+    let config = http::Config {
+        limits: Limits {
+            result_items: args.max_result_items,
+            ..Limits::default()
+        },
+        max_body_bytes: args.max_body_bytes,
+        max_ingest_bytes: args.max_ingest_bytes,
+        rate: RateConfig {
+            per_minute: args.rate_per_minute,
+            burst: args.rate_burst,
+        },
+        poll_interval: Duration::from_secs(1),
+    };
+    http::serve(store, config, listener, shutdown_signal()).await;
+    tracing::info!("stopped");
+    Ok(())
+}

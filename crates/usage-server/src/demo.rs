@@ -1,0 +1,468 @@
+//! The demo team of `serve --demo`: deterministic data (a seeded PRNG) for 240 users in
+//! six groups, 90 days of every record kind ending today, an enterprise plan and a
+//! billing cycle around today.
+
+use std::net::SocketAddr;
+
+use usage_core::load::{Batch, FieldValue, Record};
+use usage_core::schema::Plan;
+use usage_core::schema::records::{self, RecordKind};
+use usage_core::time::{Date, MICROS_PER_HOUR, MICROS_PER_SECOND, Timestamp};
+
+use crate::store::{NewTeam, Store, StoreResult};
+
+/// The name of the demo team.
+pub const TEAM_NAME: &str = "demo";
+/// Users of the demo team.
+pub const DEMO_USERS: usize = 240;
+/// Days of records, ending today.
+pub const DAYS: i32 = 90;
+/// The demo groups: (id, name).
+pub const DEMO_GROUPS: [(&str, &str); 6] = [
+    ("grp-eng", "engineering"),
+    ("grp-platform", "platform"),
+    ("grp-data", "data"),
+    ("grp-mobile", "mobile"),
+    ("grp-design", "design"),
+    ("grp-support", "support"),
+];
+
+const LANGUAGES: [&str; 8] = [
+    "PYTHON",
+    "TYPESCRIPT",
+    "GO",
+    "RUST",
+    "JAVA",
+    "KOTLIN",
+    "CPP",
+    "SQL",
+];
+const IDES: [&str; 4] = ["vscode", "jetbrains", "neovim", "editor"];
+const VERSIONS: [&str; 5] = ["1.9.12", "1.10.0", "1.10.2", "1.11.0", "1.12.1"];
+const MODELS: [&str; 3] = ["model-large", "model-fast", "model-reasoning"];
+const TOOLS: [&str; 8] = [
+    "CODE_ACTION",
+    "VIEW_FILE",
+    "RUN_COMMAND",
+    "GREP_SEARCH",
+    "FIND",
+    "MQUERY",
+    "LIST_DIRECTORY",
+    "PROPOSE_CODE",
+];
+
+/// SplitMix64: small, fast and deterministic.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len() as u64) as usize]
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+fn rec(kind: &'static RecordKind, fields: Vec<(&str, FieldValue)>) -> Record {
+    let mut values = vec![FieldValue::Absent; kind.fields.len()];
+    for (name, v) in fields {
+        if let Some(i) = kind.position(name) {
+            values[i] = v;
+        }
+    }
+    Record::from_values(kind, values)
+}
+
+fn text(s: impl Into<String>) -> FieldValue {
+    FieldValue::Text(s.into())
+}
+
+fn count(n: u64) -> FieldValue {
+    FieldValue::Count(n as i64)
+}
+
+/// Every demo record by kind, for the 90 days ending on `now`'s day.
+pub fn records(now: Timestamp) -> Vec<Batch> {
+    use records::*;
+    let mut rng = Rng(0x5EED_0000_D3E0);
+    let today = now.date();
+    let mut out: Vec<(&'static RecordKind, Vec<Record>)> = [
+        &GROUPS as &'static RecordKind,
+        &USERS,
+        &AUTOCOMPLETE,
+        &PCW,
+        &CHAT,
+        &COMMAND,
+        &AGENT_LINES,
+        &AGENT_RUNS,
+        &AGENT_TOOL_USAGE,
+        &BILLING,
+    ]
+    .into_iter()
+    .map(|k| (k, Vec::new()))
+    .collect();
+    let mut push = |k: &'static RecordKind, r: Record| {
+        if let Some((_, v)) = out.iter_mut().find(|(kk, _)| std::ptr::eq(*kk, k)) {
+            v.push(r);
+        }
+    };
+    for (id, name) in DEMO_GROUPS {
+        push(
+            &GROUPS,
+            rec(
+                &GROUPS,
+                vec![("group_id", text(id)), ("group_name", text(name))],
+            ),
+        );
+    }
+    let mut activity = Vec::with_capacity(DEMO_USERS);
+    for i in 0..DEMO_USERS {
+        let g1 = DEMO_GROUPS[i % 6].0;
+        let mut groups = vec![g1.to_string()];
+        if i % 5 == 0 {
+            groups.push(DEMO_GROUPS[(i / 5) % 6].0.to_string());
+        }
+        groups.dedup();
+        let status = match i % 40 {
+            7 => "USER_TEAM_STATUS_PENDING",
+            13 => "USER_TEAM_STATUS_REJECTED",
+            _ => "USER_TEAM_STATUS_APPROVED",
+        };
+        let signup = (today.start().0 - i64::from(DAYS + 30) * 24 * MICROS_PER_HOUR)
+            + (i as i64) * 3 * MICROS_PER_HOUR;
+        let mut fields = vec![
+            ("email", text(format!("user{i:03}@demo.example"))),
+            ("name", text(format!("Demo User {i:03}"))),
+            ("api_key", text(format!("demo-key-{i:03}"))),
+            ("team_status", text(status)),
+            ("groups", FieldValue::Groups(groups)),
+            ("signup_time", FieldValue::Time(Timestamp(signup))),
+        ];
+        if i % 37 == 11 {
+            fields.push(("disable_vendor", FieldValue::Bool(true)));
+        }
+        push(&USERS, rec(&USERS, fields));
+        // Heavy-tailed activity: a few power users, many occasional ones.
+        let u = (rng.below(1000) as f64 + 1.0) / 1000.0;
+        activity.push((0.15 + 0.8 * u * u).min(0.95));
+    }
+    let mut event = 0u64;
+    for day in 0..DAYS {
+        let date = Date(today.0 - (DAYS - 1) + day);
+        let weekday = (date.0 + 4).rem_euclid(7); // 0 = Sunday
+        let weekend = weekday == 0 || weekday == 6;
+        for (i, p) in activity.iter().enumerate() {
+            let p = if weekend { p * 0.2 } else { *p };
+            if !rng.chance(p) {
+                continue;
+            }
+            let key = format!("demo-key-{i:03}");
+            let lang = *rng.pick(&LANGUAGES);
+            let ide = *rng.pick(&IDES);
+            let version = *rng.pick(&VERSIONS);
+            let ide_type = if i % 3 == 0 { "plugin" } else { "editor" };
+            let mut hours: Vec<u64> = (0..1 + rng.below(3)).map(|_| 8 + rng.below(10)).collect();
+            hours.sort_unstable();
+            hours.dedup();
+            for h in hours {
+                let hour = Timestamp(date.start().0 + h as i64 * MICROS_PER_HOUR);
+                if hour > now {
+                    continue;
+                }
+                let acc = rng.below(40);
+                push(
+                    &AUTOCOMPLETE,
+                    rec(
+                        &AUTOCOMPLETE,
+                        vec![
+                            ("api_key", text(&key)),
+                            ("hour", FieldValue::Time(hour)),
+                            ("language", text(lang)),
+                            ("ide", text(ide)),
+                            ("version", text(version)),
+                            ("num_acceptances", count(acc)),
+                            ("num_lines_accepted", count(acc * (1 + rng.below(4)))),
+                            ("num_bytes_accepted", count(acc * (20 + rng.below(60)))),
+                        ],
+                    ),
+                );
+                push(
+                    &PCW,
+                    rec(
+                        &PCW,
+                        vec![
+                            ("api_key", text(&key)),
+                            ("hour", FieldValue::Time(hour)),
+                            ("language", text(lang)),
+                            ("ide", text(ide)),
+                            ("version", text(version)),
+                            ("vendor_bytes_by_autocomplete", count(rng.below(4000))),
+                            ("vendor_bytes_by_command", count(rng.below(1500))),
+                            ("user_bytes", count(500 + rng.below(6000))),
+                        ],
+                    ),
+                );
+            }
+            let at = |rng: &mut Rng| {
+                Timestamp(
+                    date.start().0
+                        + (8 + rng.below(10)) as i64 * MICROS_PER_HOUR
+                        + rng.below(3600) as i64 * MICROS_PER_SECOND,
+                )
+            };
+            for _ in 0..rng.below(3) {
+                let t = at(&mut rng);
+                event += 1;
+                if t > now {
+                    continue;
+                }
+                push(
+                    &CHAT,
+                    rec(
+                        &CHAT,
+                        vec![
+                            ("id", text(format!("demo-chat-{event}"))),
+                            ("api_key", text(&key)),
+                            ("timestamp", FieldValue::Time(t)),
+                            ("model_id", text(*rng.pick(&MODELS))),
+                            ("ide", text(ide)),
+                            ("version", text(version)),
+                            (
+                                "latest_intent_type",
+                                text(*rng.pick(usage_core::schema::ChatIntent::IDENTIFIERS)),
+                            ),
+                            ("num_chats_received", count(1 + rng.below(5))),
+                            ("chat_accepted", FieldValue::Bool(rng.chance(0.6))),
+                            ("chat_inserted_at_cursor", FieldValue::Bool(rng.chance(0.3))),
+                            ("chat_applied", FieldValue::Bool(rng.chance(0.2))),
+                            ("chat_loc_used", count(rng.below(50))),
+                        ],
+                    ),
+                );
+            }
+            for _ in 0..rng.below(3) {
+                let t = at(&mut rng);
+                event += 1;
+                if t > now {
+                    continue;
+                }
+                let generate = rng.chance(0.5);
+                push(
+                    &COMMAND,
+                    rec(
+                        &COMMAND,
+                        vec![
+                            ("id", text(format!("demo-command-{event}"))),
+                            ("api_key", text(&key)),
+                            ("timestamp", FieldValue::Time(t)),
+                            ("language", text(lang)),
+                            ("ide", text(ide)),
+                            ("version", text(version)),
+                            (
+                                "command_source",
+                                text(*rng.pick(usage_core::schema::CommandSource::IDENTIFIERS)),
+                            ),
+                            (
+                                "provider_source",
+                                text(if generate {
+                                    "PROVIDER_SOURCE_COMMAND_GENERATE"
+                                } else {
+                                    "PROVIDER_SOURCE_COMMAND_EDIT"
+                                }),
+                            ),
+                            ("lines_added", count(rng.below(60))),
+                            ("lines_removed", count(rng.below(30))),
+                            ("bytes_added", count(rng.below(3000))),
+                            ("bytes_removed", count(rng.below(1500))),
+                            (
+                                "selection_lines",
+                                count(if generate { 0 } else { rng.below(40) }),
+                            ),
+                            (
+                                "selection_bytes",
+                                count(if generate { 0 } else { rng.below(2000) }),
+                            ),
+                            ("accepted", FieldValue::Bool(rng.chance(0.7))),
+                        ],
+                    ),
+                );
+            }
+            let suggested = rng.below(300);
+            push(
+                &AGENT_LINES,
+                rec(
+                    &AGENT_LINES,
+                    vec![
+                        ("api_key", text(&key)),
+                        ("day", FieldValue::Day(date)),
+                        ("ide_type", text(ide_type)),
+                        ("lines_suggested", count(suggested)),
+                        ("lines_accepted", count(suggested * rng.below(100) / 100)),
+                    ],
+                ),
+            );
+            for _ in 0..rng.below(3) {
+                let t = at(&mut rng);
+                event += 1;
+                if t > now {
+                    continue;
+                }
+                let prompts = 100 * rng.below(8);
+                push(
+                    &AGENT_RUNS,
+                    rec(
+                        &AGENT_RUNS,
+                        vec![
+                            ("id", text(format!("demo-run-{event}"))),
+                            ("api_key", text(&key)),
+                            ("timestamp", FieldValue::Time(t)),
+                            ("ide_type", text(ide_type)),
+                            ("model", text(*rng.pick(&MODELS))),
+                            (
+                                "mode",
+                                text(*rng.pick(usage_core::schema::AgentMode::IDENTIFIERS)),
+                            ),
+                            ("messages_sent", count(1 + rng.below(20))),
+                            ("agent_id", text(format!("conv-{}", event / 2))),
+                            ("prompts_used", count(prompts)),
+                            (
+                                "flex_credits_used",
+                                count(if rng.chance(0.2) {
+                                    50 * rng.below(10)
+                                } else {
+                                    0
+                                }),
+                            ),
+                        ],
+                    ),
+                );
+            }
+            let mut tools: Vec<&str> = (0..1 + rng.below(3)).map(|_| *rng.pick(&TOOLS)).collect();
+            tools.sort_unstable();
+            tools.dedup();
+            for tool in tools {
+                push(
+                    &AGENT_TOOL_USAGE,
+                    rec(
+                        &AGENT_TOOL_USAGE,
+                        vec![
+                            ("api_key", text(&key)),
+                            ("day", FieldValue::Day(date)),
+                            ("ide_type", text(ide_type)),
+                            ("tool", text(tool)),
+                            ("count", count(1 + rng.below(30))),
+                        ],
+                    ),
+                );
+            }
+        }
+    }
+    let start = Date(today.0 - 10).start();
+    push(
+        &BILLING,
+        rec(
+            &BILLING,
+            vec![
+                ("plan", text(Plan::Enterprise.as_str())),
+                ("billing_cycle_start", FieldValue::Time(start)),
+                (
+                    "billing_cycle_end",
+                    FieldValue::Time(start.add_months(1).unwrap_or(start)),
+                ),
+                ("add_on_credits_available", count(10_000)),
+                ("add_on_credits_used", count(2_500)),
+            ],
+        ),
+    );
+    out.into_iter()
+        .map(|(kind, records)| Batch { kind, records })
+        .collect()
+}
+
+/// Fills an empty store with the demo team; returns the id of the team to make the demo
+/// key for (the demo team, else the oldest team of a store that is not empty).
+///
+/// # Errors
+/// A store failure.
+pub async fn ensure(store: &dyn Store, now: Timestamp) -> StoreResult<String> {
+    let teams = store.teams().await?;
+    if let Some(t) = teams.iter().find(|t| t.name == TEAM_NAME).or(teams.first()) {
+        return Ok(t.id.clone());
+    }
+    let team = store
+        .create_team(
+            NewTeam {
+                name: TEAM_NAME.to_string(),
+                plan: Plan::Enterprise,
+                seats: DEMO_USERS as i64,
+                credits_per_seat: 500,
+            },
+            now,
+        )
+        .await?;
+    for batch in records(now) {
+        store.ingest(&team.id, batch, now).await?;
+    }
+    Ok(team.id)
+}
+
+/// The request body of the demo's curl command: acceptances per language.
+pub fn curl_body(service_key: &str) -> String {
+    serde_json::json!({
+        "service_key": service_key,
+        "query_requests": [{
+            "data_source": "QUERY_DATA_SOURCE_USER_DATA",
+            "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"}],
+            "aggregations": [{"field": "language", "name": "language"}]
+        }]
+    })
+    .to_string()
+}
+
+/// A ready-to-paste curl command against the server at `addr`.
+pub fn curl(addr: SocketAddr, service_key: &str) -> String {
+    format!(
+        "curl -s -X POST http://{addr}/api/v1/Analytics -H 'Content-Type: application/json' -d '{}'",
+        curl_body(service_key)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_data_is_deterministic_and_complete() {
+        let now = Timestamp::parse_rfc3339("2025-06-15T12:30:00Z").unwrap();
+        let a = records(now);
+        let b = records(now);
+        assert_eq!(a, b);
+        for batch in &a {
+            assert!(!batch.records.is_empty(), "{}", batch.kind.name);
+            for r in &batch.records {
+                if let Some(t) = r.time() {
+                    assert!(t <= now, "{} in the future", batch.kind.name);
+                    assert!(t >= Date(now.date().0 - DAYS + 1).start());
+                }
+            }
+        }
+        let users = a.iter().find(|b| b.kind.name == "users").unwrap();
+        assert_eq!(users.records.len(), DEMO_USERS);
+        let runs = a.iter().find(|b| b.kind.name == "agent_runs").unwrap();
+        assert!(
+            runs.records
+                .iter()
+                .any(|r| r.count("flex_credits_used") > 0)
+        );
+    }
+}

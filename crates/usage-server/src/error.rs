@@ -1,0 +1,188 @@
+//! The one place where a failure gets its HTTP status and its contract body (section 2).
+
+use std::fmt;
+
+use usage_core::Violation;
+use usage_core::eval::EvalError;
+use usage_core::wire::{ErrorBody, ErrorDetail};
+use warp::http::{HeaderValue, StatusCode, header};
+use warp::reply::Response;
+
+use crate::store::StoreError;
+
+/// The error codes of the contract, each with its HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// 400: malformed JSON, wrong types, rule violations.
+    InvalidArgument,
+    /// 401: key missing, unknown or revoked.
+    Unauthenticated,
+    /// 403: key lacks the permission, or the plan lacks the feature.
+    PermissionDenied,
+    /// 404: unknown path, group or user.
+    NotFound,
+    /// 405: method not allowed on the path.
+    MethodNotAllowed,
+    /// 413: body over the limit.
+    PayloadTooLarge,
+    /// 415: `Content-Type` not `application/json`.
+    UnsupportedMediaType,
+    /// 429: rate limit.
+    ResourceExhausted,
+    /// 500: a bug.
+    Internal,
+    /// 503: storage down or shutting down.
+    Unavailable,
+}
+
+impl Code {
+    /// The HTTP status of this code.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Code::InvalidArgument => StatusCode::BAD_REQUEST,
+            Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Code::PermissionDenied => StatusCode::FORBIDDEN,
+            Code::NotFound => StatusCode::NOT_FOUND,
+            Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Code::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+            Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The wire identifier (`invalid_argument`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::InvalidArgument => "invalid_argument",
+            Code::Unauthenticated => "unauthenticated",
+            Code::PermissionDenied => "permission_denied",
+            Code::NotFound => "not_found",
+            Code::MethodNotAllowed => "method_not_allowed",
+            Code::PayloadTooLarge => "payload_too_large",
+            Code::UnsupportedMediaType => "unsupported_media_type",
+            Code::ResourceExhausted => "resource_exhausted",
+            Code::Internal => "internal",
+            Code::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// A failed request: its code, message, and what the response must carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The code (decides the status).
+    pub code: Code,
+    /// The message (`error` and `message` of the body).
+    pub message: String,
+    /// Violations (400 only).
+    pub details: Vec<ErrorDetail>,
+    /// `Retry-After` in whole seconds (429, 503).
+    pub retry_after: Option<u64>,
+    /// `Allow` (405).
+    pub allow: Option<&'static str>,
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl ApiError {
+    /// An error with a code and a message.
+    pub fn new(code: Code, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: message.into(),
+            details: Vec::new(),
+            retry_after: None,
+            allow: None,
+        }
+    }
+
+    /// A 400 listing every violation.
+    pub fn invalid(violations: &[Violation]) -> ApiError {
+        let message = match violations {
+            [one] => format!("invalid request: {one}"),
+            many => format!(
+                "invalid request: {} violations; the first: {}",
+                many.len(),
+                many.first().map(ToString::to_string).unwrap_or_default()
+            ),
+        };
+        ApiError {
+            details: violations.iter().map(Violation::detail).collect(),
+            ..ApiError::new(Code::InvalidArgument, message)
+        }
+    }
+
+    /// A 503 with `Retry-After`.
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError {
+            retry_after: Some(1),
+            ..ApiError::new(Code::Unavailable, message)
+        }
+    }
+
+    /// The response: status, headers and the contract's JSON body.
+    pub fn into_response(self, request_id: &str) -> Response {
+        let body = ErrorBody {
+            error: self.message.clone(),
+            code: self.code.as_str().to_string(),
+            message: self.message,
+            details: (self.code == Code::InvalidArgument).then_some(self.details),
+            request_id: request_id.to_string(),
+        };
+        let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
+        let mut res = Response::new(bytes.into());
+        *res.status_mut() = self.code.status();
+        let h = res.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(s) = self.retry_after {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(s.max(1)));
+        }
+        if let Some(a) = self.allow {
+            h.insert(header::ALLOW, HeaderValue::from_static(a));
+        }
+        res
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        match e {
+            StoreError::Unavailable(m) => {
+                ApiError::unavailable(format!("storage unavailable: {m}"))
+            }
+            StoreError::Internal(m) => {
+                ApiError::new(Code::Internal, format!("internal error: {m}"))
+            }
+            StoreError::UnknownTeam(t) => ApiError::new(
+                Code::Internal,
+                format!("internal error: team `{t}` is not stored"),
+            ),
+            StoreError::UnknownKey(k) => ApiError::new(
+                Code::Internal,
+                format!("internal error: key `{k}` is not stored"),
+            ),
+            StoreError::Invalid(v) => ApiError::invalid(&v),
+            StoreError::Eval(e) => e.into(),
+        }
+    }
+}
+
+impl From<EvalError> for ApiError {
+    fn from(e: EvalError) -> ApiError {
+        match e.violation() {
+            Some(v) => ApiError::invalid(&[v]),
+            None => ApiError::new(Code::NotFound, e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! The HTTP layer: one catch-all route, the contract's check order (section 2), request
+//! ids, body limits, and graceful shutdown.
+//!
+//! Every request goes through [`handle`]: path (404) → method (405) → size (413) →
+//! `Content-Type` (415) → JSON syntax and kinds (400) → key (401) → rate (429) →
+//! permission (403) → validation (400) → names (404). The operations are in [`ops`].
+
+mod ops;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_util::{FutureExt, Stream, StreamExt};
+use usage_core::plan::Limits;
+use warp::Filter;
+use warp::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use warp::path::FullPath;
+use warp::reply::Response;
+
+use crate::auth::rate::{RateConfig, RateLimiter};
+use crate::error::{ApiError, Code};
+use crate::store::Store;
+
+/// How long in-flight requests may take to finish after a shutdown signal.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a client may still send past a body limit before the server stops reading it
+/// (the 413 is answered after the body is drained, so the client can read it).
+const DRAIN_MAX: usize = 64 << 20;
+
+/// Server settings (contract section 9 and the flags of `serve`).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Per-request limits.
+    pub limits: Limits,
+    /// Body limit of query operations, in bytes.
+    pub max_body_bytes: usize,
+    /// Body limit of `Ingest`, in bytes.
+    pub max_ingest_bytes: usize,
+    /// Rate limit per key.
+    pub rate: RateConfig,
+    /// How often the store is polled for changes made by other processes.
+    pub poll_interval: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            limits: Limits::default(),
+            max_body_bytes: 1 << 20,
+            max_ingest_bytes: 16 << 20,
+            rate: RateConfig::default(),
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What every request handler shares.
+pub struct App {
+    store: Arc<dyn Store>,
+    config: Config,
+    rate: RateLimiter,
+}
+
+impl App {
+    /// An app over a store.
+    pub fn new(store: Arc<dyn Store>, config: Config) -> App {
+        App {
+            rate: RateLimiter::new(config.rate),
+            store,
+            config,
+        }
+    }
+}
+
+/// The operations of `/api/v1/{op}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Custom analytics queries.
+    Analytics,
+    /// Per-user activity.
+    UserPageAnalytics,
+    /// Agent data.
+    AgentAnalytics,
+    /// Read a cap.
+    GetUsageConfig,
+    /// Set or clear a cap.
+    UsageConfig,
+    /// The credit balance.
+    GetTeamCreditBalance,
+    /// Load records (extension).
+    Ingest,
+}
+
+impl Op {
+    /// Every operation.
+    pub const ALL: [Op; 7] = [
+        Op::Analytics,
+        Op::UserPageAnalytics,
+        Op::AgentAnalytics,
+        Op::GetUsageConfig,
+        Op::UsageConfig,
+        Op::GetTeamCreditBalance,
+        Op::Ingest,
+    ];
+
+    /// The path segment (exact case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Analytics => "Analytics",
+            Op::UserPageAnalytics => "UserPageAnalytics",
+            Op::AgentAnalytics => "AgentAnalytics",
+            Op::GetUsageConfig => "GetUsageConfig",
+            Op::UsageConfig => "UsageConfig",
+            Op::GetTeamCreditBalance => "GetTeamCreditBalance",
+            Op::Ingest => "Ingest",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|o| o.name() == s)
+    }
+}
+
+/// What a request log line carries besides the request id.
+#[derive(Default)]
+struct LogCx {
+    op: Option<Op>,
+    team: Option<String>,
+}
+
+/// The warp filter of the whole API: every path, every method, one handler.
+pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
+    warp::any()
+        .and(warp::method())
+        .and(warp::path::full())
+        .and(warp::header::headers_cloned())
+        .and(warp::body::stream())
+        .then(
+            move |method: Method, path: FullPath, headers: HeaderMap, body| {
+                let app = app.clone();
+                async move { handle(app, method, path, headers, body).await }
+            },
+        )
+        .recover(|_rejection: warp::Rejection| async move {
+            // Every request is answered by `handle`; a rejection here is a bug.
+            let rid = crate::auth::new_request_id();
+            tracing::error!(request_id = %rid, "request rejected before the handler");
+            let mut res = ApiError::new(Code::Internal, "internal error").into_response(&rid);
+            set_request_id(&mut res, &rid);
+            Ok::<_, Infallible>(res)
+        })
+        .unify()
+}
+
+fn valid_request_id(s: &str) -> bool {
+    (1..=128).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+fn set_request_id(res: &mut Response, rid: &str) {
+    if let Ok(v) = HeaderValue::from_str(rid) {
+        res.headers_mut().insert("x-request-id", v);
+    }
+}
+
+async fn handle<S, B>(
+    app: Arc<App>,
+    method: Method,
+    path: FullPath,
+    headers: HeaderMap,
+    body: S,
+) -> Response
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    let started = Instant::now();
+    let rid = headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| valid_request_id(s))
+        .map_or_else(crate::auth::new_request_id, str::to_string);
+    let mut cx = LogCx::default();
+    let routed =
+        std::panic::AssertUnwindSafe(route(&app, &method, path.as_str(), &headers, body, &mut cx))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApiError::new(
+                    Code::Internal,
+                    "internal error: the request handler panicked",
+                ))
+            });
+    let mut res = match routed {
+        Ok(res) => res,
+        Err(e) => {
+            if e.code == Code::Internal {
+                tracing::error!(request_id = %rid, error = %e.message, "internal error");
+            }
+            e.into_response(&rid)
+        }
+    };
+    set_request_id(&mut res, &rid);
+    tracing::info!(
+        request_id = %rid,
+        method = %method,
+        op = cx.op.map_or("-", Op::name),
+        team = cx.team.as_deref().unwrap_or("-"),
+        status = res.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    res
+}
+
+async fn route<S, B>(
+    app: &App,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    body: S,
+    cx: &mut LogCx,
+) -> Result<Response, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf,
+{
+    if path == "/healthz" {
+        if method != Method::GET {
+            return Err(method_not_allowed(method, path, "GET"));
+        }
+        return match app.store.health().await {
+            Ok(()) => Ok(json_response(&serde_json::json!({"status": "ok"}))),
+            Err(e) => Err(ApiError::unavailable(format!("storage unavailable: {e}"))),
+        };
+    }
+    let op = path
+        .strip_prefix("/api/v1/")
+        .and_then(Op::parse)
+        .ok_or_else(|| {
+            ApiError::new(
+                Code::NotFound,
+                format!(
+                    "no operation at `{path}`; operations are POST /api/v1/{{{}}}",
+                    Op::ALL.map(Op::name).join(", ")
+                ),
+            )
+        })?;
+    cx.op = Some(op);
+    if method != Method::POST {
+        return Err(method_not_allowed(method, path, "POST"));
+    }
+    let limit = if op == Op::Ingest {
+        app.config.max_ingest_bytes
+    } else {
+        app.config.max_body_bytes
+    };
+    let bytes = read_body(headers, body, limit).await?;
+    check_content_type(headers)?;
+    ops::dispatch(app, op, &bytes, headers, cx).await
+}
+
+fn method_not_allowed(method: &Method, path: &str, allow: &'static str) -> ApiError {
+    ApiError {
+        allow: Some(allow),
+        ..ApiError::new(
+            Code::MethodNotAllowed,
+            format!("method {method} is not allowed on `{path}`; use {allow}"),
+        )
+    }
+}
+
+fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let given = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let ok = given.as_deref().is_some_and(|v| {
+        v.split(';')
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            Code::UnsupportedMediaType,
+            match given {
+                Some(g) => format!("Content-Type `{g}` is not supported; send application/json"),
+                None => "Content-Type is missing; send application/json".to_string(),
+            },
+        ))
+    }
+}
+
+async fn read_body<S, B>(headers: &HeaderMap, body: S, limit: usize) -> Result<Bytes, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let too_large = || {
+        ApiError::new(
+            Code::PayloadTooLarge,
+            format!("the body is larger than the limit of {limit} bytes"),
+        )
+    };
+    let mut over = declared.is_some_and(|n| n > limit as u64);
+    if declared.is_some_and(|n| n > (limit + DRAIN_MAX) as u64) {
+        return Err(too_large());
+    }
+    let mut buf = BytesMut::with_capacity(declared.map_or(0, |n| n.min(limit as u64) as usize));
+    let mut seen = 0usize;
+    let mut body = std::pin::pin!(body);
+    while let Some(chunk) = body.next().await {
+        let mut chunk = chunk.map_err(|e| {
+            ApiError::invalid(&[usage_core::Violation::new(
+                usage_core::JsonPath::root(),
+                usage_core::Rule::MalformedJson,
+                format!("the body could not be read: {e}"),
+            )])
+        })?;
+        seen += chunk.remaining();
+        if over || seen > limit {
+            over = true;
+            chunk.advance(chunk.remaining());
+            if seen > limit + DRAIN_MAX {
+                break;
+            }
+            continue;
+        }
+        buf.put(chunk);
+    }
+    if over {
+        Err(too_large())
+    } else {
+        Ok(buf.freeze())
+    }
+}
+
+fn json_response<T: serde::Serialize>(value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(bytes) => {
+            let mut res = Response::new(bytes.into());
+            res.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            *res.status_mut() = StatusCode::OK;
+            res
+        }
+        Err(e) => ApiError::new(Code::Internal, format!("internal error: {e}")).into_response(""),
+    }
+}
+
+/// Serves the API on `listener` until `shutdown` resolves, then stops accepting, lets
+/// in-flight requests finish (up to [`DRAIN_TIMEOUT`]) and closes the store.
+pub async fn serve(
+    store: Arc<dyn Store>,
+    config: Config,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = tx.send(true);
+    });
+    let poller = {
+        let store = store.clone();
+        let every = config.poll_interval;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(e) = store.refresh().await {
+                    tracing::warn!(error = %e, "refreshing from the store failed");
+                }
+            }
+        })
+    };
+    let app = Arc::new(App::new(store.clone(), config));
+    let mut stop = rx.clone();
+    let server = warp::serve(routes(app))
+        .incoming(listener)
+        .graceful(async move {
+            let _ = stop.wait_for(|v| *v).await;
+        });
+    let run = server.run();
+    let mut stop = rx;
+    tokio::select! {
+        () = run => {}
+        () = async move {
+            let _ = stop.wait_for(|v| *v).await;
+            tokio::time::sleep(DRAIN_TIMEOUT).await;
+        } => {
+            tracing::warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}");
+        }
+    }
+    poller.abort();
+    if let Err(e) = store.close().await {
+        tracing::warn!(error = %e, "closing the store failed");
+    }
+}
+
+/// A server running in this process (tests, embedding).
+pub struct Handle {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Handle {
+    /// The base URL, `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops the server and waits until it has drained and closed its store.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+/// Binds `addr` and serves on it in a task.
+///
+/// # Errors
+/// When the address cannot be bound.
+pub async fn spawn(
+    store: Arc<dyn Store>,
+    config: Config,
+    addr: SocketAddr,
+) -> std::io::Result<Handle> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve(store, config, listener, async move {
+        let _ = rx.await;
+    }));
+    Ok(Handle {
+        addr,
+        stop: Some(tx),
+        task,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids() {
+        assert!(valid_request_id("abc-1.2:3_X"));
+        assert!(!valid_request_id(""));
+        assert!(!valid_request_id("a b"));
+        assert!(valid_request_id(&"a".repeat(128)));
+        assert!(!valid_request_id(&"a".repeat(129)));
+    }
+}

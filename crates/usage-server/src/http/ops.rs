@@ -1,0 +1,210 @@
+//! The operations: decode (kinds), key, rate, permission, validation, names, answer.
+
+use usage_core::Violation;
+use usage_core::load;
+use usage_core::plan::{CapAction, CapScope};
+use usage_core::schema::Permission;
+use usage_core::time::Timestamp;
+use usage_core::validate;
+use usage_core::wire::decode::{Decoded, KindErrors, Request, decode};
+use usage_core::wire::{
+    AgentAnalyticsRequest, AnalyticsRequest, GetTeamCreditBalanceRequest, GetUsageConfigRequest,
+    GetUsageConfigResponse, IngestRequest, IngestResponse, UsageConfigRequest, UsageConfigResponse,
+    UserPageAnalyticsRequest,
+};
+use warp::http::{HeaderMap, header};
+use warp::reply::Response;
+
+use super::{App, LogCx, Op, json_response};
+use crate::auth::{self, rate::retry_after_secs};
+use crate::error::{ApiError, Code};
+use crate::store::KeyInfo;
+
+/// The permission an operation needs (spec, Authentication; section 7).
+pub fn permission(op: Op) -> Permission {
+    match op {
+        Op::Analytics => Permission::AnalyticsRead,
+        Op::UserPageAnalytics | Op::AgentAnalytics => Permission::TeamsRead,
+        Op::GetUsageConfig | Op::GetTeamCreditBalance => Permission::BillingRead,
+        Op::UsageConfig => Permission::BillingWrite,
+        Op::Ingest => Permission::UsageWrite,
+    }
+}
+
+fn kinds<T: Request>(body: &[u8]) -> Result<Decoded<T>, ApiError> {
+    decode::<T>(body).map_err(|KindErrors(v)| ApiError::invalid(&v))
+}
+
+fn invalid(v: Vec<Violation>) -> ApiError {
+    ApiError::invalid(&v)
+}
+
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, key) = v.split_once(' ')?;
+    let key = key.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !key.is_empty()).then(|| key.to_string())
+}
+
+/// Key (401), rate (429), permission (403).
+async fn authorize(
+    app: &App,
+    op: Op,
+    given: Option<&str>,
+    headers: &HeaderMap,
+    cx: &mut LogCx,
+) -> Result<KeyInfo, ApiError> {
+    let key = given
+        .map(str::to_string)
+        .or_else(|| bearer(headers))
+        .ok_or_else(|| {
+            ApiError::new(
+                Code::Unauthenticated,
+                "the service key is missing: give `service_key` in the body",
+            )
+        })?;
+    let hash = auth::hash_key(&key);
+    let info = app
+        .store
+        .key_by_hash(&hash)
+        .await?
+        .filter(|k| auth::ct_eq(&k.hash, &hash))
+        .ok_or_else(|| {
+            ApiError::new(
+                Code::Unauthenticated,
+                "the service key is not valid (unknown or revoked)",
+            )
+        })?;
+    cx.team = Some(info.team_id.clone());
+    if let Err(wait) = app.rate.check(&info.key_id) {
+        let secs = retry_after_secs(wait);
+        return Err(ApiError {
+            retry_after: Some(secs),
+            ..ApiError::new(
+                Code::ResourceExhausted,
+                format!("rate limit exceeded for this key; retry after {secs} s"),
+            )
+        });
+    }
+    let need = permission(op);
+    if !info.permissions.contains(&need) {
+        return Err(ApiError::new(
+            Code::PermissionDenied,
+            format!(
+                "the service key lacks the permission {} that {} needs",
+                auth::describe(need),
+                op.name()
+            ),
+        ));
+    }
+    Ok(info)
+}
+
+fn not_found(what: &str, name: &str) -> ApiError {
+    ApiError::new(Code::NotFound, format!("{what} `{name}` was not found"))
+}
+
+/// Checks that a cap scope names a group or user of the key's team (404 otherwise).
+async fn check_scope(app: &App, team: &str, scope: &CapScope) -> Result<(), ApiError> {
+    match scope {
+        CapScope::Team => Ok(()),
+        CapScope::Group(g) => {
+            if app.store.has_group_id(team, g).await? {
+                Ok(())
+            } else {
+                Err(not_found("group_id", g))
+            }
+        }
+        CapScope::User(e) => {
+            if app.store.has_user(team, e).await? {
+                Ok(())
+            } else {
+                Err(not_found("user_email", e))
+            }
+        }
+    }
+}
+
+pub(super) async fn dispatch(
+    app: &App,
+    op: Op,
+    body: &[u8],
+    headers: &HeaderMap,
+    cx: &mut LogCx,
+) -> Result<Response, ApiError> {
+    let limits = &app.config.limits;
+    match op {
+        Op::Analytics => {
+            let d = kinds::<AnalyticsRequest>(body)?;
+            let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
+            let plan = validate::with_decoded(&d, |r, _| validate::analytics(r, limits))
+                .map_err(invalid)?;
+            let res = app.store.analytics(&key.team_id, &plan, limits).await?;
+            Ok(json_response(&res))
+        }
+        Op::UserPageAnalytics => {
+            let d = kinds::<UserPageAnalyticsRequest>(body)?;
+            let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
+            let plan =
+                validate::with_decoded(&d, |r, _| validate::user_page(r)).map_err(invalid)?;
+            let res = app.store.user_page(&key.team_id, &plan).await?;
+            Ok(json_response(&res))
+        }
+        Op::AgentAnalytics => {
+            let d = kinds::<AgentAnalyticsRequest>(body)?;
+            let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
+            let plan =
+                validate::with_decoded(&d, |r, _| validate::agent(r, limits)).map_err(invalid)?;
+            let res = app.store.agent(&key.team_id, &plan).await?;
+            Ok(json_response(&res))
+        }
+        Op::GetUsageConfig => {
+            let d = kinds::<GetUsageConfigRequest>(body)?;
+            let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
+            let scope = validate::with_decoded(&d, validate::get_usage_config).map_err(invalid)?;
+            check_scope(app, &key.team_id, &scope).await?;
+            let cap = app.store.cap(&key.team_id, &scope).await?;
+            Ok(json_response(&GetUsageConfigResponse {
+                add_on_credit_cap: cap,
+            }))
+        }
+        Op::UsageConfig => {
+            let d = kinds::<UsageConfigRequest>(body)?;
+            let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
+            let (scope, action): (CapScope, CapAction) =
+                validate::with_decoded(&d, validate::usage_config).map_err(invalid)?;
+            check_scope(app, &key.team_id, &scope).await?;
+            app.store
+                .change_cap(&key.team_id, &scope, action, &key.key_id, Timestamp::now())
+                .await?;
+            Ok(json_response(&UsageConfigResponse {}))
+        }
+        Op::GetTeamCreditBalance => {
+            let d = kinds::<GetTeamCreditBalanceRequest>(body)?;
+            let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
+            let billing = app.store.billing(&key.team_id).await?;
+            if billing.plan != usage_core::schema::Plan::Enterprise {
+                return Err(ApiError::new(
+                    Code::PermissionDenied,
+                    format!(
+                        "GetTeamCreditBalance needs the `enterprise` plan; the team is on the `{}` plan",
+                        billing.plan
+                    ),
+                ));
+            }
+            validate::with_decoded(&d, |_, _| Ok(())).map_err(invalid)?;
+            Ok(json_response(&billing.response(Timestamp::now())))
+        }
+        Op::Ingest => {
+            let d = kinds::<IngestRequest>(body)?;
+            let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
+            let batch =
+                validate::with_decoded(&d, |r, _| load::ingest(r, limits)).map_err(invalid)?;
+            let n = app
+                .store
+                .ingest(&key.team_id, batch, Timestamp::now())
+                .await?;
+            Ok(json_response(&IngestResponse { accepted: n as i64 }))
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! A team's billing state and its rules (contract section 6).
+
+use usage_core::load::{FieldValue, Record};
+use usage_core::schema::Plan;
+use usage_core::time::{MICROS_PER_DAY, Timestamp};
+use usage_core::wire::GetTeamCreditBalanceResponse;
+
+/// A team's plan, seats, credits and billing cycle, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Billing {
+    /// The plan (`GetTeamCreditBalance` needs `enterprise`).
+    pub plan: Plan,
+    /// Seats.
+    pub num_seats: i64,
+    /// Prompt credits per seat.
+    pub prompt_credits_per_seat: i64,
+    /// Add-on credits available in the cycle.
+    pub add_on_credits_available: i64,
+    /// Add-on credits used in the cycle.
+    pub add_on_credits_used: i64,
+    /// Start of the stored cycle.
+    pub cycle_start: Timestamp,
+    /// End of the stored cycle.
+    pub cycle_end: Timestamp,
+}
+
+impl Billing {
+    /// The state `team create` makes: a first cycle from `now`'s day (00:00Z) to one
+    /// month later, no add-on credits.
+    pub fn new(plan: Plan, seats: i64, credits_per_seat: i64, now: Timestamp) -> Billing {
+        let start = Timestamp(now.0 - now.0.rem_euclid(MICROS_PER_DAY));
+        Billing {
+            plan,
+            num_seats: seats,
+            prompt_credits_per_seat: credits_per_seat,
+            add_on_credits_available: 0,
+            add_on_credits_used: 0,
+            cycle_start: start,
+            cycle_end: start.add_months(1).unwrap_or(start),
+        }
+    }
+
+    /// The cycle containing `now`: when the stored end has passed, the cycle is
+    /// `[start + k months, start + (k+1) months)` for the `k` that contains now, with
+    /// `add_on_credits_used` 0 and `add_on_credits_available` kept.
+    pub fn current(&self, now: Timestamp) -> Billing {
+        if now < self.cycle_end {
+            return *self;
+        }
+        let mut k = 1;
+        loop {
+            let (Some(s), Some(e)) = (
+                self.cycle_start.add_months(k),
+                self.cycle_start.add_months(k + 1),
+            ) else {
+                return *self;
+            };
+            if now < e {
+                return Billing {
+                    cycle_start: s,
+                    cycle_end: e,
+                    add_on_credits_used: 0,
+                    ..*self
+                };
+            }
+            // Months are at least 28 days: jump close to now when far behind.
+            let behind = ((now.0 - e.0) / (31 * MICROS_PER_DAY)) as i32;
+            k += behind.max(1);
+        }
+    }
+
+    /// Applies a `billing` record: the fields it has replace the stored ones; a record
+    /// without cycle fields applies to the current cycle (rolled forward first).
+    pub fn apply(&mut self, r: &Record, now: Timestamp) {
+        let has_cycle = r.get("billing_cycle_start") != &FieldValue::Absent
+            || r.get("billing_cycle_end") != &FieldValue::Absent;
+        if !has_cycle {
+            *self = self.current(now);
+        }
+        if let Some(p) = r.get("plan").as_text().and_then(|p| p.parse::<Plan>().ok()) {
+            self.plan = p;
+        }
+        let set = |field: &str, slot: &mut i64| {
+            if let Some(n) = r.get(field).as_count() {
+                *slot = n;
+            }
+        };
+        set("num_seats", &mut self.num_seats);
+        set("prompt_credits_per_seat", &mut self.prompt_credits_per_seat);
+        set(
+            "add_on_credits_available",
+            &mut self.add_on_credits_available,
+        );
+        set("add_on_credits_used", &mut self.add_on_credits_used);
+        if let Some(t) = r.get("billing_cycle_start").as_time() {
+            self.cycle_start = t;
+        }
+        if let Some(t) = r.get("billing_cycle_end").as_time() {
+            self.cycle_end = t;
+        }
+    }
+
+    /// The `GetTeamCreditBalance` answer at `now`.
+    pub fn response(&self, now: Timestamp) -> GetTeamCreditBalanceResponse {
+        let c = self.current(now);
+        GetTeamCreditBalanceResponse {
+            prompt_credits_per_seat: c.prompt_credits_per_seat,
+            num_seats: c.num_seats,
+            add_on_credits_available: c.add_on_credits_available,
+            add_on_credits_used: c.add_on_credits_used,
+            billing_cycle_start: c.cycle_start,
+            billing_cycle_end: c.cycle_end,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use usage_core::error::JsonPath;
+    use usage_core::load::parse_record;
+    use usage_core::schema::records::BILLING;
+
+    fn t(s: &str) -> Timestamp {
+        Timestamp::parse_rfc3339(s).unwrap()
+    }
+
+    #[test]
+    fn first_cycle_starts_at_midnight() {
+        let b = Billing::new(Plan::Enterprise, 3, 10, t("2025-01-31T15:00:00Z"));
+        assert_eq!(b.cycle_start.to_rfc3339(), "2025-01-31T00:00:00Z");
+        assert_eq!(b.cycle_end.to_rfc3339(), "2025-02-28T00:00:00Z");
+    }
+
+    #[test]
+    fn rolls_forward_by_months_from_the_stored_start() {
+        let mut b = Billing::new(Plan::Enterprise, 3, 10, t("2025-01-31T00:00:00Z"));
+        b.add_on_credits_used = 7;
+        b.add_on_credits_available = 9;
+        let c = b.current(t("2025-03-30T12:00:00Z"));
+        assert_eq!(c.cycle_start.to_rfc3339(), "2025-02-28T00:00:00Z");
+        assert_eq!(c.cycle_end.to_rfc3339(), "2025-03-31T00:00:00Z");
+        assert_eq!((c.add_on_credits_used, c.add_on_credits_available), (0, 9));
+        let c = b.current(t("2027-06-01T00:00:00Z"));
+        assert_eq!(c.cycle_start.to_rfc3339(), "2027-05-31T00:00:00Z");
+        assert_eq!(c.cycle_end.to_rfc3339(), "2027-06-30T00:00:00Z");
+        // Inside the stored cycle nothing changes.
+        assert_eq!(b.current(t("2025-02-01T00:00:00Z")), b);
+    }
+
+    #[test]
+    fn records_change_only_their_fields() {
+        let mut b = Billing::new(Plan::Pro, 3, 10, t("2025-01-01T00:00:00Z"));
+        let r = parse_record(
+            &BILLING,
+            &serde_json::json!({"plan": "enterprise", "add_on_credits_used": "5"}),
+            &JsonPath::root(),
+        )
+        .unwrap();
+        b.apply(&r, t("2025-01-10T00:00:00Z"));
+        assert_eq!(b.plan, Plan::Enterprise);
+        assert_eq!(
+            (
+                b.num_seats,
+                b.prompt_credits_per_seat,
+                b.add_on_credits_used
+            ),
+            (3, 10, 5)
+        );
+        // After the cycle ended, a record without cycle fields applies to the rolled cycle.
+        let r = parse_record(
+            &BILLING,
+            &serde_json::json!({"num_seats": 4}),
+            &JsonPath::root(),
+        )
+        .unwrap();
+        b.apply(&r, t("2025-02-10T00:00:00Z"));
+        assert_eq!(b.cycle_start.to_rfc3339(), "2025-02-01T00:00:00Z");
+        assert_eq!((b.num_seats, b.add_on_credits_used), (4, 0));
+    }
+}

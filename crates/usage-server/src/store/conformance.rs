@@ -1,0 +1,437 @@
+//! One conformance suite for every store: each function takes a fresh, empty store and
+//! panics on the first difference from the expected behaviour. `memory.rs` and
+//! `sqlite.rs` run it in their tests; a new store runs it too.
+
+use serde_json::json;
+use usage_core::JsonPath;
+use usage_core::load::{Batch, Record, parse_record};
+use usage_core::plan::{AnalyticsPlan, CapAction, CapScope, Limits};
+use usage_core::schema::records::{self, RecordKind};
+use usage_core::schema::{Permission, Plan};
+use usage_core::time::Timestamp;
+use usage_core::validate;
+use usage_core::wire::AnalyticsRequest;
+use usage_core::wire::decode::decode;
+
+use super::{KeyRecord, NewTeam, Store, StoreError, effective_cap};
+
+fn now() -> Timestamp {
+    Timestamp::parse_rfc3339("2025-05-20T10:00:00Z").expect("a time")
+}
+
+fn batch(kind: &'static RecordKind, values: Vec<serde_json::Value>) -> Batch {
+    Batch {
+        kind,
+        records: values.iter().map(|v| record(kind, v)).collect(),
+    }
+}
+
+fn record(kind: &'static RecordKind, v: &serde_json::Value) -> Record {
+    parse_record(kind, v, &JsonPath::root()).expect("a valid record")
+}
+
+fn sum_plan(group: Option<&str>) -> AnalyticsPlan {
+    let mut body = json!({"query_requests": [{
+        "data_source": "QUERY_DATA_SOURCE_USER_DATA",
+        "selections": [
+            {"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"},
+            {"field": "distinct_users", "aggregation_function": "QUERY_AGGREGATION_COUNT"}
+        ]
+    }]});
+    if let Some(g) = group {
+        body["group_name"] = json!(g);
+    }
+    let d = decode::<AnalyticsRequest>(body.to_string().as_bytes()).expect("kinds");
+    validate::with_decoded(&d, |r, _| validate::analytics(r, &Limits::default())).expect("valid")
+}
+
+async fn totals(
+    s: &dyn Store,
+    team: &str,
+    group: Option<&str>,
+) -> Result<(String, String), StoreError> {
+    let r = s
+        .analytics(team, &sum_plan(group), &Limits::default())
+        .await?;
+    let item = &r.query_results[0].response_items[0].item;
+    Ok((
+        item.get("sum_num_acceptances").unwrap_or("").to_string(),
+        item.get("count_distinct_users").unwrap_or("").to_string(),
+    ))
+}
+
+async fn team(s: &dyn Store, name: &str, plan: Plan) -> String {
+    s.create_team(
+        NewTeam {
+            name: name.into(),
+            plan,
+            seats: 5,
+            credits_per_seat: 100,
+        },
+        now(),
+    )
+    .await
+    .expect("team created")
+    .id
+}
+
+fn auto(key: &str, hour: &str, n: i64) -> serde_json::Value {
+    json!({"api_key": key, "hour": hour, "language": "PYTHON", "ide": "vscode", "version": "1.0",
+           "num_acceptances": n, "num_lines_accepted": 1, "num_bytes_accepted": 2})
+}
+
+async fn people(s: &dyn Store, team: &str) {
+    s.ingest(
+        team,
+        batch(
+            &records::GROUPS,
+            vec![
+                json!({"group_id": "g1", "group_name": "one"}),
+                json!({"group_id": "g2", "group_name": "two"}),
+            ],
+        ),
+        now(),
+    )
+    .await
+    .expect("groups");
+    s.ingest(
+        team,
+        batch(
+            &records::USERS,
+            vec![
+                json!({"email": "a@x", "name": "A", "api_key": "ka", "groups": ["g1", "g2"]}),
+                json!({"email": "b@x", "name": "B", "api_key": "kb", "groups": ["g2"]}),
+            ],
+        ),
+        now(),
+    )
+    .await
+    .expect("users");
+}
+
+/// Keys: stored by hash, found while active, refused once revoked; unknown ids and teams
+/// are errors.
+pub async fn keys(s: &dyn Store) {
+    let t = team(s, "t", Plan::Enterprise).await;
+    let hash = crate::auth::hash_key("usk_conformance");
+    s.insert_key(KeyRecord {
+        key_id: "key_1".into(),
+        team_id: t.clone(),
+        name: Some("n".into()),
+        hash,
+        permissions: vec![Permission::AnalyticsRead, Permission::BillingWrite],
+        created: now(),
+    })
+    .await
+    .expect("key stored");
+    let k = s.key_by_hash(&hash).await.expect("lookup").expect("found");
+    assert_eq!(
+        (k.key_id.as_str(), k.team_id.as_str()),
+        ("key_1", t.as_str())
+    );
+    assert_eq!(
+        k.permissions,
+        [Permission::AnalyticsRead, Permission::BillingWrite]
+    );
+    assert_eq!(
+        s.key_by_hash(&crate::auth::hash_key("usk_other"))
+            .await
+            .expect("lookup"),
+        None
+    );
+    s.revoke_key("key_1").await.expect("revoked");
+    assert_eq!(s.key_by_hash(&hash).await.expect("lookup"), None);
+    assert_eq!(
+        s.revoke_key("key_nope").await,
+        Err(StoreError::UnknownKey("key_nope".into()))
+    );
+    let err = s
+        .insert_key(KeyRecord {
+            key_id: "key_2".into(),
+            team_id: "team_nope".into(),
+            name: None,
+            hash: crate::auth::hash_key("usk_2"),
+            permissions: vec![Permission::TeamsRead],
+            created: now(),
+        })
+        .await;
+    assert_eq!(err, Err(StoreError::UnknownTeam("team_nope".into())));
+    let teams = s.teams().await.expect("teams");
+    assert_eq!(teams.len(), 1);
+    assert_eq!(teams[0].name, "t");
+}
+
+/// Records: upserts by identity, queries scoped to the team, group restriction, the
+/// `api_key` uniqueness rule, and importing the same batch twice changes nothing.
+pub async fn records_per_team(s: &dyn Store) {
+    let a = team(s, "a", Plan::Enterprise).await;
+    let b = team(s, "b", Plan::Enterprise).await;
+    people(s, &a).await;
+    let rows = vec![
+        auto("ka", "2025-05-01T10:00:00Z", 3),
+        auto("kb", "2025-05-01T11:00:00Z", 4),
+        auto("kz", "2025-05-01T12:00:00Z", 5),
+    ];
+    for _ in 0..2 {
+        let n = s
+            .ingest(&a, batch(&records::AUTOCOMPLETE, rows.clone()), now())
+            .await
+            .expect("ingest");
+        assert_eq!(n, 3);
+    }
+    assert_eq!(
+        totals(s, &a, None).await.expect("q"),
+        ("12".into(), "3".into())
+    );
+    assert_eq!(
+        totals(s, &a, Some("one")).await.expect("q"),
+        ("3".into(), "1".into())
+    );
+    assert_eq!(
+        totals(s, &a, Some("two")).await.expect("q"),
+        ("7".into(), "2".into())
+    );
+    assert!(matches!(
+        totals(s, &a, Some("three")).await,
+        Err(StoreError::Eval(
+            usage_core::eval::EvalError::GroupNotFound(_)
+        ))
+    ));
+    // Team b sees none of a's data.
+    assert_eq!(
+        totals(s, &b, None).await.expect("q"),
+        ("0".into(), "0".into())
+    );
+    assert!(totals(s, &b, Some("one")).await.is_err());
+    assert!(s.has_group_id(&a, "g1").await.expect("q"));
+    assert!(!s.has_group_id(&b, "g1").await.expect("q"));
+    assert!(s.has_user(&a, "a@x").await.expect("q"));
+    assert!(!s.has_user(&b, "a@x").await.expect("q"));
+    assert_eq!(s.groups_of(&a, "a@x").await.expect("q"), ["g1", "g2"]);
+    assert!(s.groups_of(&b, "a@x").await.expect("q").is_empty());
+    // A replaced record counts once.
+    s.ingest(
+        &a,
+        batch(
+            &records::AUTOCOMPLETE,
+            vec![auto("ka", "2025-05-01T10:00:00Z", 10)],
+        ),
+        now(),
+    )
+    .await
+    .expect("ingest");
+    assert_eq!(totals(s, &a, None).await.expect("q").0, "19");
+    // Another user may not take an api_key.
+    let err = s
+        .ingest(
+            &a,
+            batch(
+                &records::USERS,
+                vec![json!({"email": "c@x", "name": "C", "api_key": "ka"})],
+            ),
+            now(),
+        )
+        .await;
+    match err {
+        Err(StoreError::Invalid(v)) => {
+            assert_eq!(v[0].path(), "records[0].api_key");
+            assert_eq!(v[0].rule().as_str(), "invalid_value");
+        }
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+    assert!(!s.has_user(&a, "c@x").await.expect("q"));
+    // The same api_key in another team is fine.
+    people(s, &b).await;
+    assert!(s.has_user(&b, "a@x").await.expect("q"));
+    let up = s
+        .user_page(
+            &b,
+            &usage_core::plan::UserPagePlan {
+                group_name: None,
+                range: Default::default(),
+            },
+        )
+        .await
+        .expect("q");
+    assert_eq!(up.user_table_stats.len(), 2);
+    assert_eq!(up.user_table_stats[0].active_days, 0);
+}
+
+/// Import: all or nothing; a bad record in the stream writes nothing.
+pub async fn import_all_or_nothing(s: &dyn Store) {
+    let a = team(s, "a", Plan::Enterprise).await;
+    let good: Vec<Result<Record, ()>> = (0..5)
+        .map(|h| {
+            Ok(record(
+                &records::AUTOCOMPLETE,
+                &auto("k", &format!("2025-05-01T0{h}:00:00Z"), 1),
+            ))
+        })
+        .collect();
+    let mut bad = good.clone();
+    bad.insert(2, Err(()));
+    let r = s
+        .import(&a, &records::AUTOCOMPLETE, Box::new(bad.into_iter()), now())
+        .await
+        .expect("import");
+    assert_eq!(r, None);
+    assert_eq!(totals(s, &a, None).await.expect("q").0, "0");
+    let r = s
+        .import(
+            &a,
+            &records::AUTOCOMPLETE,
+            Box::new(good.into_iter()),
+            now(),
+        )
+        .await
+        .expect("import");
+    assert_eq!(r, Some(5));
+    assert_eq!(totals(s, &a, None).await.expect("q").0, "5");
+    let r = s
+        .import(
+            "team_nope",
+            &records::AUTOCOMPLETE,
+            Box::new(std::iter::empty()),
+            now(),
+        )
+        .await;
+    assert_eq!(r, Err(StoreError::UnknownTeam("team_nope".into())));
+}
+
+/// Caps: exact-scope reads, 0 is a cap, clearing an unset cap succeeds, every change is
+/// audited, and the effective cap follows user > min(groups) > team.
+pub async fn caps(s: &dyn Store) {
+    let a = team(s, "a", Plan::Enterprise).await;
+    let b = team(s, "b", Plan::Enterprise).await;
+    people(s, &a).await;
+    let user = CapScope::User("a@x".into());
+    assert_eq!(s.cap(&a, &CapScope::Team).await.expect("q"), None);
+    assert_eq!(effective_cap(s, &a, "a@x").await.expect("q"), None);
+    s.change_cap(&a, &CapScope::Team, CapAction::Set(50), "k1", now())
+        .await
+        .expect("set");
+    assert_eq!(
+        effective_cap(s, &a, "a@x").await.expect("q"),
+        Some((50, "team".into()))
+    );
+    assert_eq!(
+        effective_cap(s, &a, "nobody@x").await.expect("q"),
+        Some((50, "team".into()))
+    );
+    s.change_cap(
+        &a,
+        &CapScope::Group("g2".into()),
+        CapAction::Set(30),
+        "k1",
+        now(),
+    )
+    .await
+    .expect("set");
+    s.change_cap(
+        &a,
+        &CapScope::Group("g1".into()),
+        CapAction::Set(30),
+        "k1",
+        now(),
+    )
+    .await
+    .expect("set");
+    assert_eq!(
+        effective_cap(s, &a, "a@x").await.expect("q"),
+        Some((30, "group:g1".into()))
+    );
+    assert_eq!(
+        effective_cap(s, &a, "b@x").await.expect("q"),
+        Some((30, "group:g2".into()))
+    );
+    s.change_cap(&a, &user, CapAction::Set(0), "k2", now())
+        .await
+        .expect("set");
+    assert_eq!(s.cap(&a, &user).await.expect("q"), Some(0));
+    assert_eq!(
+        effective_cap(s, &a, "a@x").await.expect("q"),
+        Some((0, "user".into()))
+    );
+    s.change_cap(&a, &user, CapAction::Clear, "k2", now())
+        .await
+        .expect("clear");
+    s.change_cap(&a, &user, CapAction::Clear, "k2", now())
+        .await
+        .expect("clear unset");
+    assert_eq!(s.cap(&a, &user).await.expect("q"), None);
+    // Team b has no caps.
+    assert_eq!(s.cap(&b, &CapScope::Team).await.expect("q"), None);
+    assert!(s.audit(&b).await.expect("q").is_empty());
+    let log = s.audit(&a).await.expect("q");
+    let got: Vec<_> = log
+        .iter()
+        .map(|e| (e.key_id.as_str(), e.scope.label(), e.old, e.new))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("k1", "team".to_string(), None, Some(50)),
+            ("k1", "group:g2".to_string(), None, Some(30)),
+            ("k1", "group:g1".to_string(), None, Some(30)),
+            ("k2", "user:a@x".to_string(), None, Some(0)),
+            ("k2", "user:a@x".to_string(), Some(0), None),
+            ("k2", "user:a@x".to_string(), None, None),
+        ]
+    );
+    assert_eq!(log[0].time, now());
+}
+
+/// Billing: `team create` sets plan, seats, credits and a first cycle; `billing`
+/// records change only the fields they have.
+pub async fn billing(s: &dyn Store) {
+    let a = team(s, "a", Plan::Teams).await;
+    let b0 = s.billing(&a).await.expect("q");
+    assert_eq!(
+        (b0.plan, b0.num_seats, b0.prompt_credits_per_seat),
+        (Plan::Teams, 5, 100)
+    );
+    assert_eq!(b0.cycle_start.to_rfc3339(), "2025-05-20T00:00:00Z");
+    assert_eq!(b0.cycle_end.to_rfc3339(), "2025-06-20T00:00:00Z");
+    s.ingest(
+        &a,
+        batch(
+            &records::BILLING,
+            vec![json!({"plan": "enterprise", "add_on_credits_available": 70})],
+        ),
+        now(),
+    )
+    .await
+    .expect("billing");
+    let b1 = s.billing(&a).await.expect("q");
+    assert_eq!(
+        (b1.plan, b1.num_seats, b1.add_on_credits_available),
+        (Plan::Enterprise, 5, 70)
+    );
+    assert_eq!(b1.cycle_start, b0.cycle_start);
+    assert_eq!(
+        s.billing("team_nope").await,
+        Err(StoreError::UnknownTeam("team_nope".into()))
+    );
+}
+
+/// A closed store answers `Unavailable`.
+pub async fn close(s: &dyn Store) {
+    s.health().await.expect("healthy");
+    s.close().await.expect("closed");
+    assert!(matches!(s.health().await, Err(StoreError::Unavailable(_))));
+    assert!(matches!(s.teams().await, Err(StoreError::Unavailable(_))));
+}
+
+/// Runs every check, each on a fresh store from `fresh`.
+pub async fn run_all<F, Fut>(fresh: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = std::sync::Arc<dyn Store>>,
+{
+    keys(fresh().await.as_ref()).await;
+    records_per_team(fresh().await.as_ref()).await;
+    import_all_or_nothing(fresh().await.as_ref()).await;
+    caps(fresh().await.as_ref()).await;
+    billing(fresh().await.as_ref()).await;
+    close(fresh().await.as_ref()).await;
+}

@@ -1,0 +1,305 @@
+//! `memory:`: everything in this process's memory (tests, demos). Private to its process.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use async_trait::async_trait;
+use usage_core::eval::TeamData;
+use usage_core::load::{Batch, Record};
+use usage_core::plan::{AgentPlan, AnalyticsPlan, CapAction, CapScope, Limits, UserPagePlan};
+use usage_core::schema::records::{BILLING, RecordKind};
+use usage_core::time::Timestamp;
+use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
+
+use super::{
+    AuditEntry, Billing, BillingStore, CapStore, KeyInfo, KeyRecord, NewTeam, RecordStore,
+    RecordStream, Store, StoreError, StoreResult, Team, TeamStore, answer, prepare,
+};
+
+#[derive(Default)]
+struct Meta {
+    teams: Vec<Team>,
+    keys: HashMap<String, (KeyRecord, bool)>,
+    billing: HashMap<String, Billing>,
+    caps: HashMap<(String, CapScope), i64>,
+    audit: HashMap<String, Vec<AuditEntry>>,
+    closed: bool,
+}
+
+/// The in-memory store.
+#[derive(Default)]
+pub struct MemoryStore {
+    meta: Mutex<Meta>,
+    data: RwLock<HashMap<String, Arc<RwLock<TeamData>>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn meta(&self) -> StoreResult<MutexGuard<'_, Meta>> {
+        let m = self
+            .meta
+            .lock()
+            .map_err(|_| StoreError::Internal("a lock was poisoned".into()))?;
+        if m.closed {
+            return Err(StoreError::Unavailable("the store is closed".into()));
+        }
+        Ok(m)
+    }
+
+    fn team(&self, team: &str) -> StoreResult<Arc<RwLock<TeamData>>> {
+        if !self.meta()?.teams.iter().any(|t| t.id == team) {
+            return Err(StoreError::UnknownTeam(team.to_string()));
+        }
+        let data = self
+            .data
+            .read()
+            .map_err(|_| StoreError::Internal("a lock was poisoned".into()))?;
+        data.get(team)
+            .cloned()
+            .ok_or_else(|| StoreError::UnknownTeam(team.to_string()))
+    }
+
+    fn read<T>(&self, team: &str, f: impl FnOnce(&TeamData) -> StoreResult<T>) -> StoreResult<T> {
+        let d = self.team(team)?;
+        let g = d
+            .read()
+            .map_err(|_| StoreError::Internal("a lock was poisoned".into()))?;
+        f(&g)
+    }
+
+    fn write_batch(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
+        let n = batch.records.len() as u64;
+        if batch.kind == &BILLING {
+            let mut m = self.meta()?;
+            let b = m
+                .billing
+                .get_mut(team)
+                .ok_or_else(|| StoreError::UnknownTeam(team.to_string()))?;
+            for r in &batch.records {
+                b.apply(r, now);
+            }
+            return Ok(n);
+        }
+        let d = self.team(team)?;
+        let mut g = d
+            .write()
+            .map_err(|_| StoreError::Internal("a lock was poisoned".into()))?;
+        let prepared = prepare(&g, &batch, now)?;
+        g.apply(&prepared);
+        Ok(n)
+    }
+}
+
+#[async_trait]
+impl TeamStore for MemoryStore {
+    async fn create_team(&self, team: NewTeam, now: Timestamp) -> StoreResult<Team> {
+        let id = crate::auth::new_id("team");
+        let t = Team {
+            id: id.clone(),
+            name: team.name,
+            created: now,
+        };
+        let mut m = self.meta()?;
+        m.teams.push(t.clone());
+        m.billing.insert(
+            id.clone(),
+            Billing::new(team.plan, team.seats, team.credits_per_seat, now),
+        );
+        self.data
+            .write()
+            .map_err(|_| StoreError::Internal("a lock was poisoned".into()))?
+            .insert(id, Arc::default());
+        Ok(t)
+    }
+
+    async fn teams(&self) -> StoreResult<Vec<Team>> {
+        Ok(self.meta()?.teams.clone())
+    }
+
+    async fn insert_key(&self, key: KeyRecord) -> StoreResult<()> {
+        let mut m = self.meta()?;
+        if !m.teams.iter().any(|t| t.id == key.team_id) {
+            return Err(StoreError::UnknownTeam(key.team_id));
+        }
+        m.keys.insert(key.key_id.clone(), (key, false));
+        Ok(())
+    }
+
+    async fn key_by_hash(&self, hash: &[u8; 32]) -> StoreResult<Option<KeyInfo>> {
+        let m = self.meta()?;
+        Ok(m.keys
+            .values()
+            .find(|(k, revoked)| !revoked && crate::auth::ct_eq(&k.hash, hash))
+            .map(|(k, _)| KeyInfo {
+                key_id: k.key_id.clone(),
+                team_id: k.team_id.clone(),
+                hash: k.hash,
+                permissions: k.permissions.clone(),
+            }))
+    }
+
+    async fn revoke_key(&self, key_id: &str) -> StoreResult<()> {
+        let mut m = self.meta()?;
+        let k = m
+            .keys
+            .get_mut(key_id)
+            .ok_or_else(|| StoreError::UnknownKey(key_id.to_string()))?;
+        k.1 = true;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RecordStore for MemoryStore {
+    async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
+        self.write_batch(team, batch, now)
+    }
+
+    async fn import(
+        &self,
+        team: &str,
+        kind: &'static RecordKind,
+        records: RecordStream,
+        now: Timestamp,
+    ) -> StoreResult<Option<u64>> {
+        let mut all: Vec<Record> = Vec::new();
+        let mut bad = false;
+        for r in records {
+            match r {
+                Ok(r) if !bad => all.push(r),
+                Ok(_) => {}
+                Err(()) => {
+                    bad = true;
+                    all.clear();
+                }
+            }
+        }
+        if bad {
+            return Ok(None);
+        }
+        self.write_batch(team, Batch { kind, records: all }, now)
+            .map(Some)
+    }
+
+    async fn analytics(
+        &self,
+        team: &str,
+        plan: &AnalyticsPlan,
+        limits: &Limits,
+    ) -> StoreResult<AnalyticsResponse> {
+        self.read(team, |d| answer::analytics(d, plan, limits))
+    }
+
+    async fn user_page(
+        &self,
+        team: &str,
+        plan: &UserPagePlan,
+    ) -> StoreResult<UserPageAnalyticsResponse> {
+        self.read(team, |d| answer::user_page(d, plan))
+    }
+
+    async fn agent(&self, team: &str, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse> {
+        self.read(team, |d| answer::agent(d, plan))
+    }
+
+    async fn has_group_id(&self, team: &str, group_id: &str) -> StoreResult<bool> {
+        self.read(team, |d| Ok(d.has_group_id(group_id)))
+    }
+
+    async fn has_user(&self, team: &str, email: &str) -> StoreResult<bool> {
+        self.read(team, |d| Ok(d.user(email).is_some()))
+    }
+
+    async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>> {
+        self.read(team, |d| Ok(d.groups_of(email)))
+    }
+}
+
+#[async_trait]
+impl CapStore for MemoryStore {
+    async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
+        Ok(self
+            .meta()?
+            .caps
+            .get(&(team.to_string(), scope.clone()))
+            .copied())
+    }
+
+    async fn change_cap(
+        &self,
+        team: &str,
+        scope: &CapScope,
+        action: CapAction,
+        key_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        let mut m = self.meta()?;
+        let k = (team.to_string(), scope.clone());
+        let old = m.caps.get(&k).copied();
+        let new = match action {
+            CapAction::Set(n) => Some(n),
+            CapAction::Clear => None,
+        };
+        match new {
+            Some(n) => m.caps.insert(k, n),
+            None => m.caps.remove(&k),
+        };
+        m.audit
+            .entry(team.to_string())
+            .or_default()
+            .push(AuditEntry {
+                time: now,
+                key_id: key_id.to_string(),
+                scope: scope.clone(),
+                old,
+                new,
+            });
+        Ok(())
+    }
+
+    async fn audit(&self, team: &str) -> StoreResult<Vec<AuditEntry>> {
+        Ok(self.meta()?.audit.get(team).cloned().unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl BillingStore for MemoryStore {
+    async fn billing(&self, team: &str) -> StoreResult<Billing> {
+        self.meta()?
+            .billing
+            .get(team)
+            .copied()
+            .ok_or_else(|| StoreError::UnknownTeam(team.to_string()))
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn health(&self) -> StoreResult<()> {
+        self.meta().map(|_| ())
+    }
+
+    async fn migrate(&self) -> StoreResult<u32> {
+        Ok(0)
+    }
+
+    async fn close(&self) -> StoreResult<()> {
+        self.meta()?.closed = true;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn conformance() {
+        super::super::conformance::run_all(|| async {
+            std::sync::Arc::new(super::MemoryStore::new()) as std::sync::Arc<dyn super::Store>
+        })
+        .await;
+    }
+}

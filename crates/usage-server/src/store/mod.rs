@@ -1,0 +1,309 @@
+//! Storage behind a few async traits, so the HTTP layer never knows which store it talks
+//! to: teams and keys ([`TeamStore`]), users, groups and usage records ([`RecordStore`]),
+//! caps with their audit log ([`CapStore`]) and billing ([`BillingStore`]).
+//!
+//! Record queries take validated plans and answer them, so a store may evaluate them in
+//! memory (the memory and SQLite stores keep one [`TeamData`] per team) or push them down
+//! to SQL. Every method is scoped by a team id: no name resolves outside its team.
+
+pub mod billing;
+pub mod conformance;
+pub mod memory;
+pub mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use usage_core::Violation;
+use usage_core::eval::{EvalError, TeamData};
+use usage_core::load::{Batch, Record};
+use usage_core::plan::{AgentPlan, AnalyticsPlan, CapAction, CapScope, Limits, UserPagePlan};
+use usage_core::schema::records::RecordKind;
+use usage_core::schema::{Permission, Plan};
+use usage_core::time::Timestamp;
+use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
+
+pub use billing::Billing;
+
+/// Why a store call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    /// The store cannot be reached or is busy (503, retry later).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A broken invariant of the store (500).
+    #[error("store error: {0}")]
+    Internal(String),
+    /// No team has this id.
+    #[error("no team has the id `{0}`")]
+    UnknownTeam(String),
+    /// No key has this id.
+    #[error("no key has the id `{0}`")]
+    UnknownKey(String),
+    /// The records break a rule that needs the stored data (section 8: unique `api_key`
+    /// and `group_name`).
+    #[error("{} invalid records", .0.len())]
+    Invalid(Vec<Violation>),
+    /// A plan could not be answered.
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+}
+
+/// Result of a store call.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A team.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Team {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// When it was created.
+    pub created: Timestamp,
+}
+
+/// What `team create` sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTeam {
+    /// The name.
+    pub name: String,
+    /// The plan.
+    pub plan: Plan,
+    /// Seats.
+    pub seats: i64,
+    /// Prompt credits per seat.
+    pub credits_per_seat: i64,
+}
+
+/// A stored service key: never the key itself, only its SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// The key's public id.
+    pub key_id: String,
+    /// The team it belongs to.
+    pub team_id: String,
+    /// An optional name.
+    pub name: Option<String>,
+    /// SHA-256 of the key.
+    pub hash: [u8; 32],
+    /// Its permissions.
+    pub permissions: Vec<Permission>,
+    /// When it was made.
+    pub created: Timestamp,
+}
+
+/// An active key found by its hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyInfo {
+    /// The key's id.
+    pub key_id: String,
+    /// Its team.
+    pub team_id: String,
+    /// SHA-256 of the key (compared in constant time by the caller).
+    pub hash: [u8; 32],
+    /// Its permissions.
+    pub permissions: Vec<Permission>,
+}
+
+/// One change of a cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// When.
+    pub time: Timestamp,
+    /// The key that made it.
+    pub key_id: String,
+    /// Where.
+    pub scope: CapScope,
+    /// The cap before (`None`: no cap).
+    pub old: Option<i64>,
+    /// The cap after.
+    pub new: Option<i64>,
+}
+
+/// Records of one kind for a streaming import: `Err(())` marks a bad record (reported by
+/// the producer); after one, the store writes nothing and drains the rest.
+pub type RecordStream = Box<dyn Iterator<Item = Result<Record, ()>> + Send>;
+
+/// Teams and service keys.
+#[async_trait]
+pub trait TeamStore: Send + Sync {
+    /// Creates a team with its plan and a first billing cycle from `now`'s day (00:00Z)
+    /// to one month later.
+    async fn create_team(&self, team: NewTeam, now: Timestamp) -> StoreResult<Team>;
+    /// Every team, oldest first.
+    async fn teams(&self) -> StoreResult<Vec<Team>>;
+    /// Stores a key ([`StoreError::UnknownTeam`] when its team does not exist).
+    async fn insert_key(&self, key: KeyRecord) -> StoreResult<()>;
+    /// The active (not revoked) key with this SHA-256.
+    async fn key_by_hash(&self, hash: &[u8; 32]) -> StoreResult<Option<KeyInfo>>;
+    /// Revokes a key ([`StoreError::UnknownKey`] when no key has the id).
+    async fn revoke_key(&self, key_id: &str) -> StoreResult<()>;
+}
+
+/// Users, groups and usage records; answers plans.
+#[async_trait]
+pub trait RecordStore: Send + Sync {
+    /// Validates a batch against the team's data (section 8) and stores it durably,
+    /// `billing` records included. Returns the number of records sent.
+    async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64>;
+    /// Imports a stream of records of one kind all-or-nothing, without holding the
+    /// stream in memory. `Ok(None)` when the stream had a bad record (nothing written).
+    async fn import(
+        &self,
+        team: &str,
+        kind: &'static RecordKind,
+        records: RecordStream,
+        now: Timestamp,
+    ) -> StoreResult<Option<u64>>;
+    /// Answers an `Analytics` plan.
+    async fn analytics(
+        &self,
+        team: &str,
+        plan: &AnalyticsPlan,
+        limits: &Limits,
+    ) -> StoreResult<AnalyticsResponse>;
+    /// Answers a `UserPageAnalytics` plan.
+    async fn user_page(
+        &self,
+        team: &str,
+        plan: &UserPagePlan,
+    ) -> StoreResult<UserPageAnalyticsResponse>;
+    /// Answers an `AgentAnalytics` plan.
+    async fn agent(&self, team: &str, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse>;
+    /// Whether the team has a group with this id.
+    async fn has_group_id(&self, team: &str, group_id: &str) -> StoreResult<bool>;
+    /// Whether the team has a user with this e-mail.
+    async fn has_user(&self, team: &str, email: &str) -> StoreResult<bool>;
+    /// The ids of the existing groups the user is a member of, sorted bytewise.
+    async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>>;
+}
+
+/// Add-on credit caps and their audit log.
+#[async_trait]
+pub trait CapStore: Send + Sync {
+    /// The cap set at exactly this scope.
+    async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>>;
+    /// Sets or clears a cap durably and appends the change to the audit log.
+    async fn change_cap(
+        &self,
+        team: &str,
+        scope: &CapScope,
+        action: CapAction,
+        key_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+    /// The audit log, oldest first.
+    async fn audit(&self, team: &str) -> StoreResult<Vec<AuditEntry>>;
+}
+
+/// The team's plan, seats, credits and billing cycle.
+#[async_trait]
+pub trait BillingStore: Send + Sync {
+    /// The stored billing state ([`StoreError::UnknownTeam`] for an unknown team).
+    async fn billing(&self, team: &str) -> StoreResult<Billing>;
+}
+
+/// A whole store.
+#[async_trait]
+pub trait Store: TeamStore + RecordStore + CapStore + BillingStore {
+    /// Whether the store answers (`/healthz`).
+    async fn health(&self) -> StoreResult<()>;
+    /// Applies the schema migrations not applied yet; returns how many it applied.
+    async fn migrate(&self) -> StoreResult<u32>;
+    /// Picks up changes other processes made (admin commands on a shared store).
+    async fn refresh(&self) -> StoreResult<()> {
+        Ok(())
+    }
+    /// Loads every team's data into memory where the store caches it.
+    async fn preload(&self) -> StoreResult<()> {
+        Ok(())
+    }
+    /// Flushes and closes the store; later calls fail with [`StoreError::Unavailable`].
+    async fn close(&self) -> StoreResult<()>;
+}
+
+/// The cap that applies to a user, and where it comes from (section 6): their own cap,
+/// else the minimum over their groups' caps (tie: bytewise smallest group id), else the
+/// team cap.
+pub async fn effective_cap(
+    store: &dyn Store,
+    team: &str,
+    email: &str,
+) -> StoreResult<Option<(i64, String)>> {
+    if let Some(c) = store.cap(team, &CapScope::User(email.to_string())).await? {
+        return Ok(Some((c, "user".to_string())));
+    }
+    let mut best: Option<(i64, String)> = None;
+    for g in store.groups_of(team, email).await? {
+        if let Some(c) = store.cap(team, &CapScope::Group(g.clone())).await?
+            && best.as_ref().is_none_or(|(b, _)| c < *b)
+        {
+            best = Some((c, g));
+        }
+    }
+    if let Some((c, g)) = best {
+        return Ok(Some((c, format!("group:{g}"))));
+    }
+    Ok(store
+        .cap(team, &CapScope::Team)
+        .await?
+        .map(|c| (c, "team".to_string())))
+}
+
+/// Opens the store named by a `--store` value: `memory:`, `sqlite:PATH`.
+///
+/// # Errors
+/// An unknown scheme, `postgres://` (not built yet), or a store that cannot be opened.
+pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
+    if spec == "memory:" || spec == "memory" {
+        return Ok(Arc::new(memory::MemoryStore::new()));
+    }
+    if let Some(path) = spec.strip_prefix("sqlite:") {
+        let path = path.strip_prefix("//").unwrap_or(path);
+        if path.is_empty() {
+            return Err("`sqlite:` needs a path, e.g. sqlite:usage.db".into());
+        }
+        let s = sqlite::SqliteStore::open(std::path::Path::new(path))
+            .await
+            .map_err(|e| format!("cannot open {spec}: {e}"))?;
+        return Ok(Arc::new(s));
+    }
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        return Err(format!(
+            "{spec}: the PostgreSQL store is not available in this build; use sqlite:PATH or memory:"
+        ));
+    }
+    Err(format!(
+        "unknown store `{spec}`: use memory:, sqlite:PATH or postgres://…"
+    ))
+}
+
+/// Checks a batch with [`TeamData::prepare`] for the kinds whose rules read stored data.
+pub(crate) fn prepare(data: &TeamData, batch: &Batch, now: Timestamp) -> StoreResult<Batch> {
+    data.prepare(batch, now).map_err(StoreError::Invalid)
+}
+
+/// Answers the read-side of [`RecordStore`] from a team's in-memory data.
+pub(crate) mod answer {
+    use super::*;
+
+    pub(crate) fn analytics(
+        d: &TeamData,
+        plan: &AnalyticsPlan,
+        limits: &Limits,
+    ) -> StoreResult<AnalyticsResponse> {
+        Ok(d.analytics(plan, limits)?)
+    }
+
+    pub(crate) fn user_page(
+        d: &TeamData,
+        plan: &UserPagePlan,
+    ) -> StoreResult<UserPageAnalyticsResponse> {
+        Ok(d.user_page(plan)?)
+    }
+
+    pub(crate) fn agent(d: &TeamData, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse> {
+        Ok(d.agent(plan)?)
+    }
+}

@@ -1,0 +1,312 @@
+//! The admin commands (section 10) against a SQLite store, alone and beside a server.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use serde_json::json;
+
+use crate::process::{Server, admin, cmd, fixture, ok};
+
+fn auto(i: usize, n: i64) -> String {
+    json!({"api_key": "k1", "hour": format!("2025-05-01T{:02}:00:00Z", i % 24), "language": format!("L{}", i / 24),
+           "ide": "vscode", "version": "1", "num_acceptances": n, "num_lines_accepted": 0, "num_bytes_accepted": 0})
+    .to_string()
+}
+
+#[test]
+fn admin_commands_print_one_json_object_or_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("a.db").display());
+    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 1}));
+    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 0}));
+    // The store can come from USAGE_STORE too.
+    let out = std::process::Command::new(crate::process::BIN)
+        .env("USAGE_STORE", &store)
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        r#"{"migrations_applied":0}"#
+    );
+    let team = ok(
+        &store,
+        &["team", "create", "--name", "X", "--plan", "teams"],
+    )["team_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let k = ok(
+        &store,
+        &[
+            "key",
+            "create",
+            "--team",
+            &team,
+            "--permissions",
+            "billing-read",
+            "--name",
+            "ci",
+        ],
+    );
+    assert!(k["service_key"].as_str().unwrap().starts_with("usk_"));
+    let key_id = k["key_id"].as_str().unwrap();
+    assert_eq!(
+        ok(&store, &["key", "revoke", "--key-id", key_id]),
+        json!({"key_id": key_id, "revoked": true})
+    );
+    // Failures: exit 1, nothing on stdout, one line on stderr.
+    for args in [
+        vec!["key", "revoke", "--key-id", "key_nope"],
+        vec![
+            "key",
+            "create",
+            "--team",
+            "team_nope",
+            "--permissions",
+            "billing-read",
+        ],
+        vec![
+            "key",
+            "create",
+            "--team",
+            &team,
+            "--permissions",
+            "billing-read,admin",
+        ],
+        vec!["audit", "--team", "team_nope"],
+        vec!["import", "--team", &team, "--kind", "nope", "-"],
+    ] {
+        let (code, out, err) = admin(&store, &args);
+        assert_eq!((code, out.as_str()), (1, ""), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    let (code, out, _) = admin("postgres://localhost/x", &["migrate"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    // Bad flags: clap's usage, exit 2.
+    for args in [
+        vec!["team", "create"],
+        vec!["team", "create", "--name", "x", "--plan", "gold"],
+        vec!["frobnicate"],
+        vec!["serve", "--listen", "nope"],
+    ] {
+        let (code, out, err) = admin(&store, &args);
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}");
+        assert!(err.starts_with("error:"), "{err}");
+    }
+}
+
+#[test]
+fn import_is_all_or_nothing_and_reports_lines() {
+    let f = fixture();
+    let file = f._dir.path().join("bad.jsonl");
+    let mut lines: Vec<String> = (0..30).map(|i| auto(i, 1)).collect();
+    lines[1] = r#"{"api_key": "k1"}"#.to_string();
+    lines[4] = "not json".to_string();
+    lines.insert(2, String::new());
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let (code, out, err) = admin(
+        &f.store,
+        &[
+            "import",
+            "--team",
+            &f.team,
+            "--kind",
+            "autocomplete",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!((code, out.as_str()), (1, ""));
+    let err: Vec<&str> = err.lines().collect();
+    assert!(err[0].contains("2 bad autocomplete record(s)"), "{err:?}");
+    assert!(
+        err[1].starts_with("line 2: hour: missing_field: "),
+        "{err:?}"
+    );
+    assert!(
+        err.iter()
+            .any(|l| l.starts_with("line 6: (record): malformed_json: ")),
+        "{err:?}"
+    );
+    // At most 20 lines follow the summary, however many violations there are.
+    let many = f._dir.path().join("many.jsonl");
+    std::fs::write(&many, "{\"api_key\": 5, \"bogus\": 1}\n".repeat(30)).unwrap();
+    let (code, out, err) = admin(
+        &f.store,
+        &[
+            "import",
+            "--team",
+            &f.team,
+            "--kind",
+            "autocomplete",
+            many.to_str().unwrap(),
+        ],
+    );
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.lines()
+            .next()
+            .unwrap()
+            .contains("30 bad autocomplete record(s)"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 21, "{err}");
+    assert!(
+        err.lines().skip(1).all(|l| l.starts_with("line 1:")
+            || l.starts_with("line 2:")
+            || l.starts_with("line 3:")),
+        "{err}"
+    );
+    // Nothing was written: a good import of 24 lines counts them all afresh.
+    let good = f._dir.path().join("good.jsonl");
+    std::fs::write(
+        &good,
+        (0..24).map(|i| auto(i, 2)).collect::<Vec<_>>().join("\n") + "\n",
+    )
+    .unwrap();
+    assert_eq!(
+        ok(
+            &f.store,
+            &[
+                "import",
+                "--team",
+                &f.team,
+                "--kind",
+                "autocomplete",
+                good.to_str().unwrap()
+            ]
+        ),
+        json!({"kind": "autocomplete", "records": 24})
+    );
+    // From stdin.
+    let mut child = cmd(&f.store)
+        .args(["import", "--team", &f.team, "--kind", "groups", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"group_id\":\"g1\",\"group_name\":\"one\"}\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+        json!({"kind": "groups", "records": 1})
+    );
+}
+
+#[tokio::test]
+async fn admin_changes_reach_a_running_server() {
+    let f = fixture();
+    let s = Server::start(&f.store, &[], &f.log);
+    let total = || {
+        json!({"service_key": f.key, "query_requests": [{"data_source": "QUERY_DATA_SOURCE_USER_DATA",
+        "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"}]}]})
+    };
+    let (st, v) = s.post("Analytics", total()).await;
+    assert_eq!(
+        (
+            st,
+            &v["queryResults"][0]["responseItems"][0]["item"]["sum_num_acceptances"]
+        ),
+        (200, &json!("0"))
+    );
+    let file = f._dir.path().join("a.jsonl");
+    std::fs::write(
+        &file,
+        (0..48).map(|i| auto(i, 3)).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    ok(
+        &f.store,
+        &[
+            "import",
+            "--team",
+            &f.team,
+            "--kind",
+            "autocomplete",
+            file.to_str().unwrap(),
+        ],
+    );
+    // Seen within 5 s (the server polls every second); poll a bounded number of times.
+    let mut seen = false;
+    for _ in 0..100 {
+        let (_, v) = s.post("Analytics", total()).await;
+        if v["queryResults"][0]["responseItems"][0]["item"]["sum_num_acceptances"] == "144" {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(seen, "the import never reached the server");
+    // A key made by the CLI works at once; revoked, it is refused.
+    let k = ok(
+        &f.store,
+        &[
+            "key",
+            "create",
+            "--team",
+            &f.team,
+            "--permissions",
+            "billing-read",
+        ],
+    );
+    let key = k["service_key"].as_str().unwrap();
+    let (st, _) = s
+        .post(
+            "GetUsageConfig",
+            json!({"service_key": key, "team_level": true}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    ok(
+        &f.store,
+        &["key", "revoke", "--key-id", k["key_id"].as_str().unwrap()],
+    );
+    let (st, v) = s
+        .post(
+            "GetUsageConfig",
+            json!({"service_key": key, "team_level": true}),
+        )
+        .await;
+    assert_eq!((st, v["code"].as_str()), (401, Some("unauthenticated")));
+    // Caps set over HTTP show in the audit log and the effective cap.
+    ok(
+        &f.store,
+        &["import", "--team", &f.team, "--kind", "users", "-"],
+    );
+    let (st, _) = s
+        .post(
+            "UsageConfig",
+            json!({"service_key": f.key, "team_level": true, "set_add_on_credit_cap": 40}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let (code, out, _) = admin(&f.store, &["audit", "--team", &f.team]);
+    assert_eq!(code, 0);
+    let line: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (
+            line["scope"].as_str(),
+            line["old"].clone(),
+            line["new"].clone()
+        ),
+        (Some("team"), json!(null), json!(40))
+    );
+    assert!(line["key_id"].as_str().unwrap().starts_with("key_"));
+    assert!(line["time"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(
+        ok(
+            &f.store,
+            &["effective-cap", "--team", &f.team, "--email", "who@x"]
+        ),
+        json!({"addOnCreditCap": 40, "source": "team"})
+    );
+    s.kill9();
+}

@@ -1,0 +1,388 @@
+//! Tests of the real binary: durability across SIGKILL, graceful SIGTERM, `serve --demo`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_usage-server");
+
+pub fn cmd(store: &str) -> Command {
+    let mut c = Command::new(BIN);
+    c.env_remove("USAGE_STORE").arg("--store").arg(store);
+    c
+}
+
+/// Runs an admin command; returns (exit code, stdout, stderr).
+pub fn admin(store: &str, args: &[&str]) -> (i32, String, String) {
+    let out = cmd(store).args(args).stdin(Stdio::null()).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// An admin command that must succeed; its stdout as JSON.
+pub fn ok(store: &str, args: &[&str]) -> Value {
+    let (code, out, err) = admin(store, args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
+pub struct Server {
+    pub child: Child,
+    pub line: Value,
+    pub base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Never leave a server behind, also when a test fails.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    pub fn start(store: &str, extra: &[&str], log: &Path) -> Server {
+        let mut child = cmd(store)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let line: Value = serde_json::from_str(&first).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {first:?}; log: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            )
+        });
+        let base = format!("http://{}", line["listen"].as_str().unwrap());
+        Server { child, line, base }
+    }
+
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    pub fn sigterm(&self) {
+        let pid = self.child.id() as i32;
+        // SAFETY: sending a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    }
+
+    pub async fn post(&self, op: &str, body: Value) -> (u16, Value) {
+        let res = reqwest::Client::new()
+            .post(format!("{}/api/v1/{op}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+}
+
+pub struct Fixture {
+    pub _dir: tempfile::TempDir,
+    pub store: String,
+    pub team: String,
+    pub key: String,
+    pub log: PathBuf,
+}
+
+pub fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("u.db").display());
+    let team = ok(&store, &["team", "create", "--name", "T", "--seats", "3"])["team_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let key = ok(
+        &store,
+        &[
+            "key",
+            "create",
+            "--team",
+            &team,
+            "--permissions",
+            "analytics-read,teams-read,billing-read,billing-write,usage-write",
+        ],
+    )["service_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let log = dir.path().join("server.log");
+    Fixture {
+        _dir: dir,
+        store,
+        team,
+        key,
+        log,
+    }
+}
+
+#[tokio::test]
+async fn acknowledged_caps_survive_sigkill() {
+    let f = fixture();
+    let mut expected = None;
+    for round in 0..20i64 {
+        let s = Server::start(&f.store, &[], &f.log);
+        if let Some(prev) = expected {
+            let (st, body) = s
+                .post(
+                    "GetUsageConfig",
+                    json!({"service_key": f.key, "team_level": true}),
+                )
+                .await;
+            assert_eq!(
+                (st, body),
+                (200, json!({"addOnCreditCap": prev})),
+                "round {round}"
+            );
+        }
+        let value = round * 7919 % 1000;
+        let (st, body) = s
+            .post(
+                "UsageConfig",
+                json!({"service_key": f.key, "team_level": true, "set_add_on_credit_cap": value}),
+            )
+            .await;
+        assert_eq!((st, body), (200, json!({})));
+        s.kill9();
+        expected = Some(value);
+    }
+    let audit = ok_lines(&f.store, &["audit", "--team", &f.team]);
+    assert_eq!(audit.len(), 20);
+    assert_eq!(audit[19]["new"], json!(expected.unwrap()));
+}
+
+fn ok_lines(store: &str, args: &[&str]) -> Vec<Value> {
+    let (code, out, err) = admin(store, args);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn acknowledged_ingest_survives_sigkill() {
+    let f = fixture();
+    let s = Server::start(&f.store, &[], &f.log);
+    let records: Vec<Value> = (0..500)
+        .map(|i| json!({"api_key": format!("k{}", i % 17), "hour": format!("2025-05-{:02}T{:02}:00:00Z", 1 + i / 24, i % 24),
+                        "language": "GO", "ide": "vscode", "version": "1", "num_acceptances": i,
+                        "num_lines_accepted": 1, "num_bytes_accepted": 1}))
+        .collect();
+    let (st, body) = s
+        .post(
+            "Ingest",
+            json!({"service_key": f.key, "kind": "autocomplete", "records": records}),
+        )
+        .await;
+    assert_eq!((st, body), (200, json!({"accepted": 500})));
+    s.kill9();
+    let s = Server::start(&f.store, &[], &f.log);
+    let (st, body) = s
+        .post("Analytics", json!({"service_key": f.key, "query_requests": [{"data_source": "QUERY_DATA_SOURCE_USER_DATA",
+            "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"},
+                           {"field": "api_key", "aggregation_function": "QUERY_AGGREGATION_COUNT"}]}]}))
+        .await;
+    assert_eq!(st, 200, "{body}");
+    let item = &body["queryResults"][0]["responseItems"][0]["item"];
+    assert_eq!(
+        item["sum_num_acceptances"],
+        (0..500).sum::<i64>().to_string()
+    );
+    assert_eq!(item["count_api_key"], "500");
+    s.kill9();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_accepted_requests_and_exits_zero() {
+    let f = fixture();
+    let mut s = Server::start(
+        &f.store,
+        &["--rate-per-minute", "1000000", "--rate-burst", "100000"],
+        &f.log,
+    );
+    let addr = s.line["listen"].as_str().unwrap().to_string();
+    let body = json!({"service_key": f.key, "team_level": true}).to_string();
+    let request = format!(
+        "POST /api/v1/GetUsageConfig HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    // Connections that the server has accepted, each with a request half sent.
+    let mut conns = Vec::new();
+    for _ in 0..3 {
+        let mut c = TcpStream::connect(&addr).unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let n = c.read(&mut buf).unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        c.write_all(request.as_bytes()).unwrap();
+        c.write_all(&body.as_bytes()[..10]).unwrap();
+        conns.push(c);
+    }
+    // Load from other clients, on fresh connections, until the server is gone.
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let (base, key) = (s.base.clone(), f.key.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .build()
+                    .unwrap();
+                let (mut answered, mut refused) = (0u32, 0u32);
+                while refused < 3 {
+                    let res = client
+                        .post(format!("{base}/api/v1/GetUsageConfig"))
+                        .header("content-type", "application/json")
+                        .body(json!({"service_key": key, "team_level": true}).to_string())
+                        .send()
+                        .await;
+                    match res {
+                        // Every answer is a full 200, during the drain too.
+                        Ok(r) => {
+                            assert_eq!(r.status(), 200);
+                            assert_eq!(r.text().await.unwrap(), "{}");
+                            answered += 1;
+                        }
+                        Err(_) => refused += 1,
+                    }
+                }
+                answered
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    s.sigterm();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for mut c in conns {
+        c.write_all(&body.as_bytes()[10..]).unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        assert!(out.ends_with("{}"), "{out}");
+    }
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let mut answered = 0;
+    for t in load {
+        answered += t.await.unwrap();
+    }
+    assert!(answered > 0);
+    // Nothing listens any more.
+    assert!(TcpStream::connect(&addr).is_err());
+    let log = std::fs::read_to_string(&f.log).unwrap();
+    assert!(!log.contains(&f.key), "the key was logged");
+}
+
+#[tokio::test]
+async fn serve_demo_prints_a_working_curl_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("demo.db").display());
+    let log = dir.path().join("log");
+    let s = Server::start(&store, &["--demo"], &log);
+    let curl = s.line["curl"].as_str().unwrap().to_string();
+    let key = s.line["service_key"].as_str().unwrap().to_string();
+    assert!(key.starts_with("usk_") && curl.contains(&key));
+    // Run the printed command's request: its URL and its -d body.
+    let url = curl
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+    let body = curl
+        .split("-d '")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches('\'')
+        .to_string();
+    let res = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(
+        v["queryResults"][0]["responseItems"]
+            .as_array()
+            .unwrap()
+            .len(),
+        8
+    );
+    s.kill9();
+    // A second start keeps the data and prints a fresh key.
+    let s2 = Server::start(&store, &["--demo"], &log);
+    let key2 = s2.line["service_key"].as_str().unwrap();
+    assert_ne!(key2, key);
+    let (st, v2) = s2
+        .post(
+            "Analytics",
+            serde_json::from_str(&usage_server::demo::curl_body(key2)).unwrap(),
+        )
+        .await;
+    assert_eq!(st, 200);
+    assert_eq!(v2, v);
+    s2.kill9();
+}
+
+#[tokio::test]
+async fn two_servers_share_one_sqlite_store() {
+    let f = fixture();
+    let a = Server::start(&f.store, &[], &f.log);
+    let b = Server::start(&f.store, &[], &f.log);
+    let (st, _) = a
+        .post(
+            "UsageConfig",
+            json!({"service_key": f.key, "team_level": true, "set_add_on_credit_cap": 321}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    // Caps are read from the store: the other server answers at once.
+    let (st, v) = b
+        .post(
+            "GetUsageConfig",
+            json!({"service_key": f.key, "team_level": true}),
+        )
+        .await;
+    assert_eq!((st, v), (200, json!({"addOnCreditCap": 321})));
+    let (st, _) = a
+        .post("Ingest", json!({"service_key": f.key, "kind": "groups", "records": [{"group_id": "g9", "group_name": "nine"}]}))
+        .await;
+    assert_eq!(st, 200);
+    // Records reach the other server's cache by polling; bounded retries.
+    let mut status = 0;
+    for _ in 0..100 {
+        let (st, _) = b
+            .post(
+                "GetUsageConfig",
+                json!({"service_key": f.key, "group_id": "g9"}),
+            )
+            .await;
+        status = st;
+        if st == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200);
+    a.kill9();
+    b.kill9();
+}
