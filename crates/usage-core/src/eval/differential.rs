@@ -7,9 +7,10 @@ use proptest::prelude::*;
 use super::reference::Model;
 use super::*;
 use crate::ident::WireEnum;
-use crate::plan::{AgentSource, GroupPlan, QueryPlan, QueryShape, SelectionPlan, TimeRange};
+use crate::plan::{GroupPlan, QueryPlan, QueryShape, SelectionPlan, TimeRange};
 use crate::schema::records::KINDS;
-use crate::schema::{Agg, Expr, IdeType, Role, Source};
+use crate::schema::{Agg, Role, Source};
+use crate::testing::compare::{agent_plan, check_analytics, group_choice, user_page_plan};
 use crate::testing::data::{Dataset, arb_dataset};
 use crate::testing::{Choices, Pool, arb_analytics_request};
 use crate::wire::AnalyticsRequest;
@@ -27,91 +28,6 @@ fn load(data: &Dataset) -> (TeamData, Model) {
         model.apply(&batch);
     }
     (team, model)
-}
-
-/// A group name to restrict to: none, one of the dataset's, or an unknown one.
-fn group_choice(data: &Dataset, c: &mut Choices) -> Option<String> {
-    let mut names = data.group_names();
-    names.push("no-such-group".into());
-    match c.pick(3) {
-        0 => None,
-        _ => Some(c.one(&names).clone()),
-    }
-}
-
-fn range_choice(pool: &Pool, c: &mut Choices) -> TimeRange {
-    let mut t = || {
-        let hour_start = c.pick(2) == 0;
-        (c.pick(3) != 0).then(|| pool.instant(c, hour_start))
-    };
-    let (a, b) = (t(), t());
-    match (a, b) {
-        (Some(a), Some(b)) => TimeRange {
-            start: Some(a.min(b)),
-            end: Some(a.max(b)),
-        },
-        (start, end) => TimeRange { start, end },
-    }
-}
-
-/// The aliases whose values are floats.
-fn float_aliases(plan: &AnalyticsPlan, q: usize) -> Vec<&str> {
-    plan.queries[q]
-        .selections
-        .iter()
-        .filter(|s| s.agg == Agg::Avg || s.field.field().expr == Expr::PcwPercent)
-        .map(|s| s.alias.as_str())
-        .collect()
-}
-
-fn same_float(a: &str, b: &str) -> bool {
-    match (a.parse::<f64>(), b.parse::<f64>()) {
-        (Ok(x), Ok(y)) => x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
-        _ => a == b,
-    }
-}
-
-fn check_analytics(
-    plan: &AnalyticsPlan,
-    got: &Result<AnalyticsResponse, EvalError>,
-    want: &Result<AnalyticsResponse, EvalError>,
-) -> Result<(), TestCaseError> {
-    let (got, want) = match (got, want) {
-        (Ok(g), Ok(w)) => (g, w),
-        _ => {
-            prop_assert_eq!(got, want);
-            return Ok(());
-        }
-    };
-    prop_assert_eq!(got.query_results.len(), want.query_results.len());
-    for (q, (g, w)) in got
-        .query_results
-        .iter()
-        .zip(&want.query_results)
-        .enumerate()
-    {
-        let floats = float_aliases(plan, q);
-        prop_assert_eq!(
-            g.response_items.len(),
-            w.response_items.len(),
-            "query {}: {:?}\nwant {:?}",
-            q,
-            g,
-            w
-        );
-        for (gi, wi) in g.response_items.iter().zip(&w.response_items) {
-            let keys = |i: &crate::wire::Item| i.keys().map(str::to_string).collect::<Vec<_>>();
-            prop_assert_eq!(keys(&gi.item), keys(&wi.item), "query {}", q);
-            for ((k, gv), (_, wv)) in gi.item.0.iter().zip(&wi.item.0) {
-                if floats.contains(&k.as_str()) {
-                    prop_assert!(same_float(gv, wv), "query {} {}: {} != {}", q, k, gv, wv);
-                } else {
-                    prop_assert_eq!(gv, wv, "query {} {}: {:?}\nwant {:?}", q, k, gi, wi);
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The stored records, users and groups read back equal to the model's.
@@ -167,11 +83,7 @@ proptest! {
         choices in proptest::collection::vec(any::<u32>(), 16),
     ) {
         let (team, model) = load(&data);
-        let mut c = Choices::new(choices);
-        let plan = UserPagePlan {
-            group_name: group_choice(&data, &mut c),
-            range: range_choice(&Pool::default(), &mut c),
-        };
+        let plan = user_page_plan(&data, &mut Choices::new(choices));
         prop_assert_eq!(team.user_page(&plan), model.user_page(&plan));
     }
 
@@ -181,27 +93,7 @@ proptest! {
         choices in proptest::collection::vec(any::<u32>(), 32),
     ) {
         let (team, model) = load(&data);
-        let mut c = Choices::new(choices);
-        let group_name = group_choice(&data, &mut c);
-        let emails = (group_name.is_none() && c.pick(2) == 0).then(|| {
-            let mut all = data.emails();
-            all.push("stranger@x.test".into());
-            all.into_iter().filter(|_| c.pick(2) == 0).collect()
-        });
-        let ide_types = match c.pick(3) {
-            0 => vec![IdeType::Editor],
-            1 => vec![IdeType::Plugin],
-            _ => vec![IdeType::Editor, IdeType::Plugin],
-        };
-        let sources = [AgentSource::Lines, AgentSource::Runs, AgentSource::ToolUsage];
-        let queries = (0..1 + c.pick(3)).map(|_| *c.one(&sources)).collect();
-        let plan = AgentPlan {
-            group_name,
-            emails,
-            ide_types,
-            range: range_choice(&Pool::default(), &mut c),
-            queries,
-        };
+        let plan = agent_plan(&data, &mut Choices::new(choices));
         prop_assert_eq!(team.agent(&plan), model.agent(&plan));
     }
 }

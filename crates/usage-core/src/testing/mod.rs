@@ -5,6 +5,7 @@
 //! that dataset generators share, so that filters hit data; [`data`] generates such
 //! datasets of every record kind.
 
+pub mod compare;
 pub mod data;
 pub mod query;
 

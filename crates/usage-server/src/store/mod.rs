@@ -9,6 +9,7 @@
 pub mod billing;
 pub mod conformance;
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -270,9 +271,10 @@ pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
         return Ok(Arc::new(s));
     }
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-        return Err(format!(
-            "{spec}: the PostgreSQL store is not available in this build; use sqlite:PATH or memory:"
-        ));
+        let s = postgres::PgStore::open(spec)
+            .await
+            .map_err(|e| format!("cannot open the PostgreSQL store: {e}"))?;
+        return Ok(Arc::new(s));
     }
     Err(format!(
         "unknown store `{spec}`: use memory:, sqlite:PATH or postgres://…"

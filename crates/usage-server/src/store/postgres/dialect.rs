@@ -1,0 +1,98 @@
+//! Everything that differs between SQL engines, in one place.
+//!
+//! The generator (`sql.rs`) writes portable SQL and asks the dialect for the rest:
+//! placeholders, bytewise collation, integer floor division, the version sort key, the
+//! DDL types and array parameters.
+
+/// An SQL engine's spelling of the generator's needs.
+pub trait Dialect: Sync {
+    /// The placeholder of parameter `n` (1-based).
+    fn placeholder(&self, n: usize) -> String;
+    /// `expr` compared bytewise (UTF-8 byte order).
+    fn bytewise(&self, expr: &str) -> String;
+    /// The sort key of a version (contract section 3, Ordering), as a bytewise-comparable value.
+    fn version_key(&self, expr: &str) -> String;
+    /// Floor division of a 64-bit integer by a positive constant.
+    fn floor_div(&self, expr: &str, divisor: i64) -> String;
+    /// `expr` equals any element of the text-array parameter `param`.
+    fn any_text(&self, expr: &str, param: &str) -> String;
+    /// Aggregates to text.
+    fn to_text(&self, expr: &str) -> String;
+    /// DDL type of text, 64-bit integers, booleans, bytes.
+    fn types(&self) -> Types;
+    /// Statements that install helper functions (the version key).
+    fn functions(&self) -> Vec<String>;
+}
+
+/// DDL types.
+#[derive(Debug, Clone, Copy)]
+pub struct Types {
+    /// Text.
+    pub text: &'static str,
+    /// 64-bit integer.
+    pub int: &'static str,
+    /// Boolean.
+    pub boolean: &'static str,
+    /// Bytes.
+    pub bytes: &'static str,
+}
+
+/// PostgreSQL (and Citus).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Postgres;
+
+impl Dialect for Postgres {
+    fn placeholder(&self, n: usize) -> String {
+        format!("${n}")
+    }
+    fn bytewise(&self, expr: &str) -> String {
+        format!("({expr}) COLLATE \"C\"")
+    }
+    fn version_key(&self, expr: &str) -> String {
+        format!("usage_version_key({expr})")
+    }
+    fn floor_div(&self, expr: &str, d: i64) -> String {
+        // Integer floor division, exact for negative values too.
+        format!("((({expr}) - (((({expr}) % {d}) + {d}) % {d})) / {d})")
+    }
+    fn any_text(&self, expr: &str, param: &str) -> String {
+        format!("{expr} = ANY({param}::text[])")
+    }
+    fn to_text(&self, expr: &str) -> String {
+        format!("({expr})::text")
+    }
+    fn types(&self) -> Types {
+        Types {
+            text: "TEXT",
+            int: "BIGINT",
+            boolean: "BOOLEAN",
+            bytes: "BYTEA",
+        }
+    }
+    fn functions(&self) -> Vec<String> {
+        // The sort key of a version: per part, a numeric part is 0x01, its digit count
+        // (leading zeros stripped) as 4 hex digits and the digits; a text part is 0x02,
+        // its bytes and 0x00 (text holds no NUL). The end of the parts is 0x00, so a
+        // prefix sorts first; the whole string follows, so versions equal part by part
+        // (`1.02`, `1.2`) order bytewise. Comparing keys bytewise is the contract's order.
+        vec![r#"CREATE OR REPLACE FUNCTION usage_version_key(v TEXT) RETURNS BYTEA
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+DECLARE
+  part TEXT;
+  digits TEXT;
+  key BYTEA := ''::bytea;
+BEGIN
+  FOREACH part IN ARRAY (CASE WHEN v = '' THEN ARRAY[''] ELSE string_to_array(v, '.') END) LOOP
+    IF part ~ '^[0-9]+$' THEN
+      digits := ltrim(part, '0');
+      key := key || '\x01'::bytea || convert_to(lpad(to_hex(length(digits)), 4, '0'), 'UTF8') || convert_to(digits, 'UTF8');
+    ELSE
+      key := key || '\x02'::bytea || convert_to(part, 'UTF8') || '\x00'::bytea;
+    END IF;
+  END LOOP;
+  RETURN key || '\x00'::bytea || convert_to(v, 'UTF8');
+END
+$fn$"#
+            .to_string()]
+    }
+}

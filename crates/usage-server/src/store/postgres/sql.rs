@@ -1,0 +1,495 @@
+//! SQL generated from the schema tables: DDL of every record kind, upserts, and one
+//! parameterized statement per validated query (contract section 3), for engines behind
+//! a [`Dialect`]. Every table is keyed by `team_id` first and every statement is filtered
+//! by it (Citus: distributed by team).
+
+use std::fmt::Write;
+
+use usage_core::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, TimeRange};
+use usage_core::schema::records::{KINDS, RecordKind, RecordType};
+use usage_core::schema::{Agg, Expr, FieldRef, FilterOp, ValueType};
+use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR};
+
+use super::dialect::Dialect;
+
+/// A statement parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    /// Text.
+    Text(String),
+    /// A 64-bit integer.
+    Int(i64),
+    /// A boolean.
+    Bool(bool),
+    /// An array of text.
+    TextArray(Vec<String>),
+}
+
+/// A statement and its parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    /// The SQL text.
+    pub sql: String,
+    /// The parameters, `$1` first.
+    pub params: Vec<Param>,
+}
+
+/// The table of a record kind.
+pub fn table(kind: &RecordKind) -> String {
+    format!("rec_{}", kind.name)
+}
+
+fn quote(ident: &str) -> String {
+    format!("\"{ident}\"")
+}
+
+/// Whether a kind's records live in a generated record table (not users, groups, billing).
+pub fn has_table(kind: &RecordKind) -> bool {
+    kind.time.is_some()
+}
+
+/// DDL of the record tables, the users/groups/membership tables and helper functions.
+pub fn create_tables(d: &dyn Dialect) -> Vec<String> {
+    let t = d.types();
+    let mut out = d.functions();
+    for kind in KINDS.iter().filter(|k| has_table(k)) {
+        let mut cols = vec![format!("team_id {} NOT NULL", t.text)];
+        for f in kind.fields {
+            let ty = match f.ty {
+                RecordType::Text | RecordType::Enum(_) => t.text,
+                RecordType::Hour | RecordType::Timestamp | RecordType::Day | RecordType::Count => {
+                    t.int
+                }
+                RecordType::Bool => t.boolean,
+                RecordType::GroupIds => t.text,
+            };
+            let null = if f.required || f.name == "id" {
+                " NOT NULL"
+            } else {
+                ""
+            };
+            cols.push(format!("{} {ty}{null}", quote(f.name)));
+        }
+        if kind.field("version").is_some() {
+            cols.push(format!(
+                "version_key {} GENERATED ALWAYS AS ({}) STORED",
+                t.bytes,
+                d.version_key("\"version\"")
+            ));
+        }
+        let pk: Vec<String> = std::iter::once("team_id".to_string())
+            .chain(kind.identity.iter().map(|c| quote(c)))
+            .collect();
+        cols.push(format!("PRIMARY KEY ({})", pk.join(", ")));
+        out.push(format!(
+            "CREATE TABLE IF NOT EXISTS {} (\n  {}\n)",
+            table(kind),
+            cols.join(",\n  ")
+        ));
+        let time = kind.time.expect("record tables have a time");
+        out.push(format!(
+            "CREATE INDEX IF NOT EXISTS {}_time ON {} (team_id, {})",
+            table(kind),
+            table(kind),
+            quote(time)
+        ));
+        // Per-user activity (user statistics, group and e-mail restrictions).
+        out.push(format!(
+            "CREATE INDEX IF NOT EXISTS {}_user ON {} (team_id, api_key, {})",
+            table(kind),
+            table(kind),
+            quote(time)
+        ));
+    }
+    out.push(format!(
+        "CREATE TABLE IF NOT EXISTS users (team_id {tx} NOT NULL, email {tx} NOT NULL, name {tx} NOT NULL, api_key {tx} NOT NULL, \
+         team_status {tx}, disable_vendor {b}, signup_time {i} NOT NULL, PRIMARY KEY (team_id, email), \
+         CONSTRAINT users_api_key UNIQUE (team_id, api_key) DEFERRABLE INITIALLY DEFERRED)",
+        tx = t.text,
+        b = t.boolean,
+        i = t.int
+    ));
+
+    out.push(format!(
+        "CREATE TABLE IF NOT EXISTS groups (team_id {tx} NOT NULL, group_id {tx} NOT NULL, group_name {tx} NOT NULL, PRIMARY KEY (team_id, group_id))",
+        tx = t.text
+    ));
+    out.push(format!(
+        "CREATE TABLE IF NOT EXISTS user_groups (team_id {tx} NOT NULL, email {tx} NOT NULL, group_id {tx} NOT NULL, PRIMARY KEY (team_id, email, group_id))",
+        tx = t.text
+    ));
+    out
+}
+
+/// How a result column becomes a value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    /// A field's value of type `ty` (dates as day numbers, times as microseconds).
+    Value(ValueType, bool),
+    /// A count or sum: NULL is 0.
+    Total,
+    /// MIN or MAX of a metric: NULL is absent.
+    Extreme,
+    /// AVG: this column is the sum, the next one the count.
+    Avg,
+    /// The agent source's `metadata` from the user's e-mail (NULL: `{}`).
+    Metadata,
+    /// A PCW field computed from the three byte sums at the end of the row.
+    Pcw(Expr),
+}
+
+/// One output: its alias and how its column(s) decode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    /// The alias.
+    pub alias: String,
+    /// The decoding.
+    pub out: Out,
+}
+
+struct Gen<'a> {
+    d: &'a dyn Dialect,
+    params: Vec<Param>,
+    kind: &'static RecordKind,
+    join_users: bool,
+}
+
+impl Gen<'_> {
+    fn param(&mut self, p: Param) -> String {
+        self.params.push(p);
+        self.d.placeholder(self.params.len())
+    }
+
+    fn time_col(&self) -> String {
+        format!("r.{}", quote(self.kind.time.expect("time")))
+    }
+
+    fn date_of(&self, time: &str) -> String {
+        self.d.floor_div(time, MICROS_PER_DAY)
+    }
+
+    /// The value of a per-record field.
+    fn expr(&mut self, f: FieldRef) -> String {
+        match f.field().expr {
+            Expr::Column(c) => match self.kind.field(c) {
+                // An optional count defaults to 0 (`flex_credits_used`).
+                Some(rf) if !rf.required && rf.ty == RecordType::Count => {
+                    format!("COALESCE(r.{}, 0)", quote(c))
+                }
+                _ => format!("r.{}", quote(c)),
+            },
+            Expr::Time => self.time_col(),
+            Expr::UtcDate => self.date_of(&self.time_col()),
+            Expr::LocalDate => {
+                let shifted = format!(
+                    "{} + {}",
+                    self.time_col(),
+                    i64::from(f.offset_minutes()) * 60_000_000
+                );
+                self.date_of(&shifted)
+            }
+            Expr::UserMetadata => {
+                self.join_users = true;
+                "u.email".to_string()
+            }
+            other => unreachable!("{other:?} has no per-record value"),
+        }
+    }
+
+    /// The bytewise/typed sort expression of a field.
+    fn order_expr(&mut self, f: FieldRef) -> String {
+        let e = self.expr(f);
+        match f.field().ty {
+            ValueType::Text | ValueType::Enum(_) | ValueType::Json => self.d.bytewise(&e),
+            ValueType::Version => self.d.version_key(&e),
+            _ => e,
+        }
+    }
+
+    fn filter_value(&mut self, f: FieldRef, v: &FilterValue) -> (String, String) {
+        let e = self.expr(f);
+        match v {
+            FilterValue::Date(d) => (e, self.param(Param::Int(i64::from(d.0)))),
+            FilterValue::Time(t) => (e, self.param(Param::Int(t.0))),
+            FilterValue::TimeDate(d) => (self.date_of(&e), self.param(Param::Int(i64::from(d.0)))),
+            FilterValue::Int(n) => (e, self.param(Param::Int(*n))),
+            FilterValue::Bool(b) => (e, self.param(Param::Bool(*b))),
+            FilterValue::Text(s) => (e, self.param(Param::Text(s.clone()))),
+        }
+    }
+
+    fn compare(&mut self, f: FieldRef, op: FilterOp, v: &FilterValue) -> String {
+        let (e, p) = self.filter_value(f, v);
+        let sym = match op {
+            FilterOp::Equal => "=",
+            FilterOp::NotEqual => "<>",
+            FilterOp::GreaterThan => ">",
+            FilterOp::LessThan => "<",
+            FilterOp::Ge => ">=",
+            FilterOp::Le => "<=",
+        };
+        if !op.is_ordered() {
+            return format!("{e} {sym} {p}");
+        }
+        match (f.field().ty, v) {
+            (ValueType::Version, _) => format!(
+                "{} {sym} {}",
+                self.d.version_key(&e),
+                self.d.version_key(&p)
+            ),
+            (ValueType::Text | ValueType::Enum(_), _) => {
+                format!("{} {sym} {}", self.d.bytewise(&e), self.d.bytewise(&p))
+            }
+            _ => format!("{e} {sym} {p}"),
+        }
+    }
+
+    fn filter(&mut self, f: FieldRef, test: &FilterTest) -> String {
+        match test {
+            FilterTest::Compare(op, v) => self.compare(f, *op, v),
+            FilterTest::AnyOf(values) => {
+                if values.iter().all(|v| matches!(v, FilterValue::Text(_))) && values.len() > 1 {
+                    let e = self.expr(f);
+                    let texts = values
+                        .iter()
+                        .map(|v| match v {
+                            FilterValue::Text(s) => s.clone(),
+                            _ => unreachable!("checked"),
+                        })
+                        .collect();
+                    let p = self.param(Param::TextArray(texts));
+                    return self.d.any_text(&e, &p);
+                }
+                let parts: Vec<String> = values
+                    .iter()
+                    .map(|v| self.compare(f, FilterOp::Equal, v))
+                    .collect();
+                format!("({})", parts.join(" OR "))
+            }
+        }
+    }
+
+    fn aggregate(&mut self, f: FieldRef, agg: Agg, cols: &mut Vec<String>) -> Out {
+        let field = f.field();
+        let t = |d: &dyn Dialect, e: &str| d.to_text(e);
+        match field.expr {
+            Expr::DistinctUsers => {
+                cols.push(t(self.d, "COUNT(DISTINCT r.api_key)"));
+                return Out::Total;
+            }
+            Expr::DistinctDeveloperDays => {
+                let day = self.date_of(&self.time_col());
+                cols.push(t(self.d, &format!("COUNT(DISTINCT (r.api_key, {day}))")));
+                return Out::Total;
+            }
+            Expr::DistinctDeveloperHours => {
+                let hour = self.d.floor_div(&self.time_col(), MICROS_PER_HOUR);
+                cols.push(t(self.d, &format!("COUNT(DISTINCT (r.api_key, {hour}))")));
+                return Out::Total;
+            }
+            _ => {}
+        }
+        let e = self.expr(f);
+        let summand = if field.ty == ValueType::Bool {
+            format!("CASE WHEN {e} THEN 1 ELSE 0 END")
+        } else {
+            format!("COALESCE({e}, 0)")
+        };
+        match agg {
+            Agg::Count => {
+                cols.push(t(self.d, "COUNT(*)"));
+                Out::Total
+            }
+            Agg::Sum => {
+                cols.push(t(self.d, &format!("SUM({summand})")));
+                Out::Total
+            }
+            Agg::Avg => {
+                cols.push(t(self.d, &format!("SUM({summand})")));
+                cols.push(t(self.d, "COUNT(*)"));
+                Out::Avg
+            }
+            Agg::Max => {
+                cols.push(t(self.d, &format!("MAX({summand})")));
+                Out::Extreme
+            }
+            Agg::Min => {
+                cols.push(t(self.d, &format!("MIN({summand})")));
+                Out::Extreme
+            }
+            Agg::Unspecified => unreachable!("an aggregated selection has a function"),
+        }
+    }
+
+    fn value_col(&mut self, f: FieldRef, cols: &mut Vec<String>) -> Out {
+        let field = f.field();
+        let e = self.expr(f);
+        cols.push(self.d.to_text(&e));
+        if field.expr == Expr::UserMetadata {
+            Out::Metadata
+        } else {
+            let ty = match field.expr {
+                Expr::UtcDate | Expr::LocalDate => ValueType::Date,
+                _ => field.ty,
+            };
+            Out::Value(
+                ty,
+                field.ty == ValueType::Int
+                    && matches!(field.expr, Expr::Column(c) if self.kind.field(c).is_some_and(|rf| !rf.required)),
+            )
+        }
+    }
+}
+
+/// The statement answering one validated query, and how to decode its rows. `limit` is
+/// the result limit: the statement returns at most `limit + 1` rows, so that the caller
+/// can tell an answer over the limit.
+pub fn query(
+    d: &dyn Dialect,
+    plan: &QueryPlan,
+    team_id: &str,
+    group_name: Option<&str>,
+    range: TimeRange,
+    limit: usize,
+) -> (Statement, Vec<Output>) {
+    let kind = plan.source.spec().record;
+    let mut g = Gen {
+        d,
+        params: Vec::new(),
+        kind,
+        join_users: false,
+    };
+    let team = g.param(Param::Text(team_id.to_string()));
+    let mut cols: Vec<String> = Vec::new();
+    let mut outs: Vec<Output> = Vec::new();
+    let mut group_exprs: Vec<String> = Vec::new();
+    let mut order: Vec<String> = Vec::new();
+
+    match plan.shape {
+        QueryShape::Pcw => {
+            for s in &plan.selections {
+                outs.push(Output {
+                    alias: s.alias.clone(),
+                    out: Out::Pcw(s.field.field().expr),
+                });
+            }
+            for c in [
+                "vendor_bytes_by_autocomplete",
+                "vendor_bytes_by_command",
+                "user_bytes",
+            ] {
+                cols.push(d.to_text(&format!("SUM(r.{})", quote(c))));
+            }
+        }
+        QueryShape::Total => {
+            for s in &plan.selections {
+                let out = g.aggregate(s.field, s.agg, &mut cols);
+                outs.push(Output {
+                    alias: s.alias.clone(),
+                    out,
+                });
+            }
+        }
+        QueryShape::Grouped | QueryShape::GroupValues => {
+            // Selections first (aggregates, or the group value of their field), then the
+            // group values; GROUP BY the group expressions.
+            let mut sel_cols = Vec::new();
+            for s in &plan.selections {
+                let out = if plan.shape == QueryShape::Grouped {
+                    g.aggregate(s.field, s.agg, &mut sel_cols)
+                } else {
+                    g.value_col(s.field, &mut sel_cols)
+                };
+                outs.push(Output {
+                    alias: s.alias.clone(),
+                    out,
+                });
+            }
+            cols.extend(sel_cols);
+            for gb in &plan.group_by {
+                let e = g.expr(gb.field);
+                group_exprs.push(e);
+                let out = g.value_col(gb.field, &mut cols);
+                outs.push(Output {
+                    alias: gb.alias.clone(),
+                    out,
+                });
+                let o = g.order_expr(gb.field);
+                order.push(o);
+            }
+        }
+        QueryShape::Raw => {
+            for s in &plan.selections {
+                let out = g.value_col(s.field, &mut cols);
+                outs.push(Output {
+                    alias: s.alias.clone(),
+                    out,
+                });
+            }
+            order.push(g.time_col());
+            order.push(d.bytewise("r.api_key"));
+            for name in kind
+                .identity
+                .iter()
+                .filter(|n| **n != "api_key" && Some(**n) != kind.time)
+            {
+                let col = format!("r.{}", quote(name));
+                order.push(if *name == "version" {
+                    d.version_key(&col)
+                } else {
+                    d.bytewise(&col)
+                });
+            }
+        }
+    }
+
+    let mut wh = vec![format!("r.team_id = {team}")];
+    if let Some(name) = group_name {
+        let p = g.param(Param::Text(name.to_string()));
+        wh.push(format!(
+            "r.api_key IN (SELECT u2.api_key FROM users u2 JOIN user_groups m ON m.team_id = u2.team_id AND m.email = u2.email \
+             JOIN groups g ON g.team_id = m.team_id AND g.group_id = m.group_id WHERE u2.team_id = {team} AND g.group_name = {p})"
+        ));
+    }
+    if plan.shape == QueryShape::Pcw {
+        let tc = g.time_col();
+        if let Some(s) = range.start {
+            let p = g.param(Param::Int(s.0));
+            wh.push(format!("{tc} >= {p}"));
+        }
+        if let Some(e) = range.end {
+            let p = g.param(Param::Int(e.0));
+            wh.push(format!("{tc} < {p}"));
+        }
+    }
+    for f in &plan.filters {
+        let c = g.filter(f.field, &f.test);
+        wh.push(c);
+    }
+
+    let mut sql = String::new();
+    let _ = write!(sql, "SELECT {} FROM {} r", cols.join(", "), table(kind));
+    if g.join_users {
+        sql.push_str(" LEFT JOIN users u ON u.team_id = r.team_id AND u.api_key = r.api_key");
+    }
+    let _ = write!(sql, " WHERE {}", wh.join(" AND "));
+    if !group_exprs.is_empty() {
+        let _ = write!(sql, " GROUP BY {}", group_exprs.join(", "));
+    }
+    if !order.is_empty() {
+        let _ = write!(sql, " ORDER BY {}", order.join(", "));
+    }
+    if matches!(
+        plan.shape,
+        QueryShape::Raw | QueryShape::Grouped | QueryShape::GroupValues
+    ) {
+        let _ = write!(sql, " LIMIT {}", limit.saturating_add(1));
+    }
+    (
+        Statement {
+            sql,
+            params: g.params,
+        },
+        outs,
+    )
+}
