@@ -167,8 +167,14 @@ impl PgStore {
     /// # Errors
     /// When the URL does not parse or the database cannot be reached or migrated.
     pub async fn open(url: &str) -> StoreResult<PgStore> {
-        let cfg = tokio_postgres::Config::from_str(url)
+        let mut cfg = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL URL: {e}")))?;
+        // Analytics sorts and hashes whole tables (COUNT DISTINCT, GROUP BY): give each
+        // session enough memory to do it without spilling, unless the URL sets it.
+        let options = cfg.get_options().unwrap_or_default().to_string();
+        if !options.contains("work_mem") {
+            cfg.options(format!("{options} -c work_mem=64MB").trim());
+        }
         let mgr = Manager::from_config(
             cfg,
             NoTls,

@@ -196,12 +196,23 @@ impl Gen<'_> {
         }
     }
 
+    /// The sort key of a version field: the stored `version_key` column of the record's
+    /// `version` (computed once at write), else the key function.
+    fn version_key_of(&self, f: FieldRef, e: &str) -> String {
+        match f.field().expr {
+            Expr::Column("version") if self.kind.field("version").is_some() => {
+                "r.version_key".to_string()
+            }
+            _ => self.d.version_key(e),
+        }
+    }
+
     /// The bytewise/typed sort expression of a field.
     fn order_expr(&mut self, f: FieldRef) -> String {
         let e = self.expr(f);
         match f.field().ty {
             ValueType::Text | ValueType::Enum(_) | ValueType::Json => self.d.bytewise(&e),
-            ValueType::Version => self.d.version_key(&e),
+            ValueType::Version => self.version_key_of(f, &e),
             _ => e,
         }
     }
@@ -234,7 +245,7 @@ impl Gen<'_> {
         match (f.field().ty, v) {
             (ValueType::Version, _) => format!(
                 "{} {sym} {}",
-                self.d.version_key(&e),
+                self.version_key_of(f, &e),
                 self.d.version_key(&p)
             ),
             (ValueType::Text | ValueType::Enum(_), _) => {
@@ -274,17 +285,21 @@ impl Gen<'_> {
         let t = |d: &dyn Dialect, e: &str| d.to_text(e);
         match field.expr {
             Expr::DistinctUsers => {
-                cols.push(t(self.d, "COUNT(DISTINCT r.api_key)"));
+                // Distinct keys compare bytewise: a locale collation is slower and not needed.
+                let key = self.d.bytewise("r.api_key");
+                cols.push(t(self.d, &format!("COUNT(DISTINCT {key})")));
                 return Out::Total;
             }
             Expr::DistinctDeveloperDays => {
                 let day = self.date_of(&self.time_col());
-                cols.push(t(self.d, &format!("COUNT(DISTINCT (r.api_key, {day}))")));
+                let key = self.d.bytewise("r.api_key");
+                cols.push(t(self.d, &format!("COUNT(DISTINCT ({key}, {day}))")));
                 return Out::Total;
             }
             Expr::DistinctDeveloperHours => {
                 let hour = self.d.floor_div(&self.time_col(), MICROS_PER_HOUR);
-                cols.push(t(self.d, &format!("COUNT(DISTINCT (r.api_key, {hour}))")));
+                let key = self.d.bytewise("r.api_key");
+                cols.push(t(self.d, &format!("COUNT(DISTINCT ({key}, {hour}))")));
                 return Out::Total;
             }
             _ => {}
