@@ -430,6 +430,10 @@ pub fn query(
                     out,
                 });
                 let o = g.order_expr(gb.field);
+                if o == "r.version_key" {
+                    // The stored key orders the groups; it depends on `version` alone.
+                    group_exprs.push(o.clone());
+                }
                 order.push(o);
             }
         }
