@@ -36,10 +36,12 @@ pub struct Backend {
 /// Every store the fidelity tests run on.
 ///
 /// POSTGRES: once `store::open` accepts `postgres://`, add one entry here:
-/// `Backend { name: "postgres", spec: |_| std::env::var("USAGE_TEST_POSTGRES").unwrap(),
-/// durable: true }`.
-/// Each run creates its own team, and every name resolves within its team (contract
-/// section 7), so runs can share one database.
+/// `Backend { name: "postgres", spec: <URL of an empty database>, durable: true }`.
+/// `spec` is called once per run with that run's own temp dir. Every run but one creates
+/// its own team, and names resolve within their team (contract section 7), so those runs
+/// could share a database; `demo_data_and_the_compatibility_page` needs an empty store
+/// (`--demo` fills only an empty one), so the URL must name a database (or schema) made
+/// fresh for the run, e.g. one `createdb` named after the temp dir.
 pub fn stores() -> Vec<Backend> {
     vec![
         Backend {
@@ -58,6 +60,8 @@ pub fn stores() -> Vec<Backend> {
 /// A server in this process over one fresh store, with one team and a key of every
 /// permission.
 pub struct Fx {
+    /// The `--store` value, to open the same store again.
+    spec: String,
     store: Arc<dyn Store>,
     server: http::Handle,
     client: reqwest::Client,
@@ -68,39 +72,35 @@ pub struct Fx {
 
 impl Fx {
     async fn start(b: &Backend) -> Fx {
-        let dir = tempfile::tempdir().unwrap();
-        let store = store::open(&(b.spec)(dir.path()))
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", b.name));
-        let team = add_team(store.as_ref(), "fidelity", Plan::Enterprise).await;
-        let key = make_key(store.as_ref(), &team, &ALL).await;
-        let server = http::spawn(store.clone(), fast_config(), "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        Fx {
-            store,
-            server,
-            client: reqwest::Client::new(),
-            team,
-            key,
-            _dir: dir,
-        }
+        Fx::open(b, async |store| {
+            add_team(store, "fidelity", Plan::Enterprise).await
+        })
+        .await
     }
 
     /// A server over a fresh store that the demo fills (`serve --demo`).
     async fn start_demo(b: &Backend, now: Timestamp) -> Fx {
+        Fx::open(b, async |store| {
+            usage_server::demo::ensure(store, now).await.unwrap()
+        })
+        .await
+    }
+
+    /// A fresh store of `b`, the team `make_team` makes in it, a key of that team with
+    /// every permission, and a server.
+    async fn open(b: &Backend, make_team: impl AsyncFnOnce(&dyn Store) -> String) -> Fx {
         let dir = tempfile::tempdir().unwrap();
-        let store = store::open(&(b.spec)(dir.path()))
+        let spec = (b.spec)(dir.path());
+        let store = store::open(&spec)
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", b.name));
-        let team = usage_server::demo::ensure(store.as_ref(), now)
-            .await
-            .unwrap();
+        let team = make_team(store.as_ref()).await;
         let key = make_key(store.as_ref(), &team, &ALL).await;
         let server = http::spawn(store.clone(), fast_config(), "127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
         Fx {
+            spec,
             store,
             server,
             client: reqwest::Client::new(),
@@ -111,8 +111,9 @@ impl Fx {
     }
 
     /// The same store closed and opened again, under a new server.
-    async fn reopen(self, b: &Backend) -> Fx {
+    async fn reopen(self) -> Fx {
         let Fx {
+            spec,
             store,
             server,
             client,
@@ -122,11 +123,12 @@ impl Fx {
         } = self;
         server.shutdown().await;
         drop(store);
-        let store = store::open(&(b.spec)(_dir.path())).await.unwrap();
+        let store = store::open(&spec).await.unwrap();
         let server = http::spawn(store.clone(), fast_config(), "127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
         Fx {
+            spec,
             store,
             server,
             client,
@@ -221,7 +223,7 @@ async fn on_every_store_reopened<T>(load: impl AsyncFn(&Fx) -> T, check: impl As
         let loaded = load(&fx).await;
         check(&fx, &loaded).await;
         if b.durable {
-            fx = fx.reopen(&b).await;
+            fx = fx.reopen().await;
             check(&fx, &loaded).await;
         }
         fx.stop().await;
@@ -236,7 +238,7 @@ async fn on_every_seeded_store(test: impl AsyncFn(&Fx)) {
         let mut fx = Fx::start(&b).await;
         seed(&fx).await;
         if b.durable {
-            fx = fx.reopen(&b).await;
+            fx = fx.reopen().await;
         }
         test(&fx).await;
         fx.stop().await;
