@@ -261,10 +261,11 @@ fn table(items: &[Value], aliases: &[&str]) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn rows(expected: &[&[&str]]) -> Vec<Vec<String>> {
+/// Expected rows, each written as its values joined by `|`.
+fn rows(expected: &[&str]) -> Vec<Vec<String>> {
     expected
         .iter()
-        .map(|r| r.iter().map(|s| s.to_string()).collect())
+        .map(|r| r.split('|').map(str::to_string).collect())
         .collect()
 }
 
@@ -304,73 +305,72 @@ async fn seed(fx: &Fx) {
         ]),
     )
     .await;
-    let auto = |key: &str, hour: &str, lang: &str, ide: &str, version: &str, n: i64| {
+    let auto: Vec<Value> = [
+        (
+            "k-ana",
+            "2025-05-01T13:00:00Z",
+            "PYTHON",
+            "vscode",
+            "1.10.0",
+            3,
+        ),
+        ("k-ana", "2025-05-01T13:00:00Z", "GO", "vscode", "1.10.0", 1),
+        (
+            "k-bob",
+            "2025-05-01T18:30:00+05:30",
+            "PYTHON",
+            "jetbrains",
+            "1.9.12",
+            5,
+        ),
+        (
+            "k-cy",
+            "2025-05-02T23:00:00Z",
+            "RUST",
+            "vscode",
+            "1.10.0",
+            7,
+        ),
+        (
+            "k-ana",
+            "2025-05-31T23:00:00Z",
+            "PYTHON",
+            "vscode",
+            "1.10.0",
+            2,
+        ),
+        (
+            "k-bob",
+            "2025-06-01T00:00:00Z",
+            "GO",
+            "jetbrains",
+            "1.9.12",
+            4,
+        ),
+        (
+            "k-orphan",
+            "2025-05-01T14:00:00Z",
+            "PYTHON",
+            "vscode",
+            "1.10.0",
+            9,
+        ),
+        (
+            "k-ana",
+            "2025-04-30T23:00:00Z",
+            "PYTHON",
+            "vscode",
+            "1.10.0",
+            6,
+        ),
+    ]
+    .iter()
+    .map(|&(key, hour, lang, ide, version, n)| {
         json!({"api_key": key, "hour": hour, "language": lang, "ide": ide, "version": version,
                "num_acceptances": n, "num_lines_accepted": n * 2, "num_bytes_accepted": n * 10})
-    };
-    fx.ingest(
-        "autocomplete",
-        json!([
-            auto(
-                "k-ana",
-                "2025-05-01T13:00:00Z",
-                "PYTHON",
-                "vscode",
-                "1.10.0",
-                3
-            ),
-            auto("k-ana", "2025-05-01T13:00:00Z", "GO", "vscode", "1.10.0", 1),
-            auto(
-                "k-bob",
-                "2025-05-01T18:30:00+05:30",
-                "PYTHON",
-                "jetbrains",
-                "1.9.12",
-                5
-            ),
-            auto(
-                "k-cy",
-                "2025-05-02T23:00:00Z",
-                "RUST",
-                "vscode",
-                "1.10.0",
-                7
-            ),
-            auto(
-                "k-ana",
-                "2025-05-31T23:00:00Z",
-                "PYTHON",
-                "vscode",
-                "1.10.0",
-                2
-            ),
-            auto(
-                "k-bob",
-                "2025-06-01T00:00:00Z",
-                "GO",
-                "jetbrains",
-                "1.9.12",
-                4
-            ),
-            auto(
-                "k-orphan",
-                "2025-05-01T14:00:00Z",
-                "PYTHON",
-                "vscode",
-                "1.10.0",
-                9
-            ),
-            auto(
-                "k-ana",
-                "2025-04-30T23:00:00Z",
-                "PYTHON",
-                "vscode",
-                "1.10.0",
-                6
-            )
-        ]),
-    )
-    .await;
+    })
+    .collect();
+    fx.ingest("autocomplete", Value::Array(auto)).await;
     fx.ingest(
         "chat",
         json!([
@@ -473,67 +473,17 @@ fn autocomplete_export(keys: &[&str]) -> Value {
 #[tokio::test]
 async fn raw_autocomplete_rows_for_one_two_and_three_users() {
     on_every_seeded_store(async |fx| {
-        let ana_go = [
-            "k-ana",
-            "2025-05-01",
-            "2025-05-01 13:00:00 +0000 UTC",
-            "GO",
-            "vscode",
-            "1.10.0",
-            "1",
-            "2",
-            "10",
-        ];
-        let ana_py = [
-            "k-ana",
-            "2025-05-01",
-            "2025-05-01 13:00:00 +0000 UTC",
-            "PYTHON",
-            "vscode",
-            "1.10.0",
-            "3",
-            "6",
-            "30",
-        ];
-        let bob = [
-            "k-bob",
-            "2025-05-01",
-            "2025-05-01 13:00:00 +0000 UTC",
-            "PYTHON",
-            "jetbrains",
-            "1.9.12",
-            "5",
-            "10",
-            "50",
-        ];
-        let cy = [
-            "k-cy",
-            "2025-05-02",
-            "2025-05-02 23:00:00 +0000 UTC",
-            "RUST",
-            "vscode",
-            "1.10.0",
-            "7",
-            "14",
-            "70",
-        ];
-        let ana_31 = [
-            "k-ana",
-            "2025-05-31",
-            "2025-05-31 23:00:00 +0000 UTC",
-            "PYTHON",
-            "vscode",
-            "1.10.0",
-            "2",
-            "4",
-            "20",
-        ];
-        let cases: [(&[&str], Vec<&[&str]>); 3] = [
-            (&["k-ana"], vec![&ana_go, &ana_py, &ana_31]),
-            (&["k-ana", "k-bob"], vec![&ana_go, &ana_py, &bob, &ana_31]),
+        let ana_go = "k-ana|2025-05-01|2025-05-01 13:00:00 +0000 UTC|GO|vscode|1.10.0|1|2|10";
+        let ana_py = "k-ana|2025-05-01|2025-05-01 13:00:00 +0000 UTC|PYTHON|vscode|1.10.0|3|6|30";
+        let bob = "k-bob|2025-05-01|2025-05-01 13:00:00 +0000 UTC|PYTHON|jetbrains|1.9.12|5|10|50";
+        let cy = "k-cy|2025-05-02|2025-05-02 23:00:00 +0000 UTC|RUST|vscode|1.10.0|7|14|70";
+        let ana_31 = "k-ana|2025-05-31|2025-05-31 23:00:00 +0000 UTC|PYTHON|vscode|1.10.0|2|4|20";
+        let cases: [(&[&str], Vec<&str>); 3] = [
+            (&["k-ana"], vec![ana_go, ana_py, ana_31]),
+            (&["k-ana", "k-bob"], vec![ana_go, ana_py, bob, ana_31]),
             (
                 &["k-cy", "k-ana", "k-bob"],
-                vec![&ana_go, &ana_py, &bob, &cy, &ana_31],
+                vec![ana_go, ana_py, bob, cy, ana_31],
             ),
         ];
         for (keys, want) in cases {
@@ -585,50 +535,7 @@ async fn raw_chat_rows_carry_booleans_and_metrics() {
         // on both (09:15Z, the first given at +02:00).
         assert_eq!(
             table(&items, &aliases),
-            rows(&[
-                &[
-                    "k-ana",
-                    "m-b",
-                    "2025-05-01",
-                    "2025-05-01",
-                    "jetbrains",
-                    "1.9.12",
-                    "CHAT_INTENT_FUNCTION_EXPLAIN",
-                    "1",
-                    "false",
-                    "false",
-                    "false",
-                    "0"
-                ],
-                &[
-                    "k-ana",
-                    "m-a",
-                    "2025-05-01",
-                    "2025-05-01",
-                    "vscode",
-                    "1.10.0",
-                    "CHAT_INTENT_GENERIC",
-                    "2",
-                    "true",
-                    "false",
-                    "true",
-                    "12"
-                ],
-                &[
-                    "k-bob",
-                    "m-a",
-                    "2025-05-02",
-                    "2025-05-03",
-                    "vscode",
-                    "1.9.12",
-                    "CHAT_INTENT_GENERIC",
-                    "4",
-                    "false",
-                    "true",
-                    "false",
-                    "7"
-                ],
-            ])
+            rows(&["k-ana|m-b|2025-05-01|2025-05-01|jetbrains|1.9.12|CHAT_INTENT_FUNCTION_EXPLAIN|1|false|false|false|0", "k-ana|m-a|2025-05-01|2025-05-01|vscode|1.10.0|CHAT_INTENT_GENERIC|2|true|false|true|12", "k-bob|m-a|2025-05-02|2025-05-03|vscode|1.9.12|CHAT_INTENT_GENERIC|4|false|true|false|7"])
         );
         insta::assert_json_snapshot!("raw_chat", fx.analytics(json!([query])).await);
     })
@@ -658,58 +565,10 @@ async fn raw_command_rows_carry_byte_and_line_metrics() {
         assert_eq!(
             table(&items, &COMMAND_FIELDS),
             rows(&[
-                &[
-                    "k-ana",
-                    "2025-05-01 13:00:07.25 +0000 UTC",
-                    "2025-05-01",
-                    "PYTHON",
-                    "10",
-                    "0",
-                    "300",
-                    "0",
-                    "0",
-                    "0",
-                    "true"
-                ],
-                &[
-                    "k-bob",
-                    "2025-05-01 13:00:07.25 +0000 UTC",
-                    "2025-05-01",
-                    "GO",
-                    "4",
-                    "2",
-                    "120",
-                    "60",
-                    "5",
-                    "150",
-                    "false"
-                ],
-                &[
-                    "k-ana",
-                    "2025-05-01 14:15:16.000001 +0000 UTC",
-                    "2025-05-01",
-                    "RUST",
-                    "1",
-                    "1",
-                    "10",
-                    "10",
-                    "0",
-                    "0",
-                    "true"
-                ],
-                &[
-                    "k-cy",
-                    "2025-05-02 00:00:00 +0000 UTC",
-                    "2025-05-02",
-                    "RUST",
-                    "2",
-                    "0",
-                    "20",
-                    "0",
-                    "0",
-                    "0",
-                    "true"
-                ],
+                "k-ana|2025-05-01 13:00:07.25 +0000 UTC|2025-05-01|PYTHON|10|0|300|0|0|0|true",
+                "k-bob|2025-05-01 13:00:07.25 +0000 UTC|2025-05-01|GO|4|2|120|60|5|150|false",
+                "k-ana|2025-05-01 14:15:16.000001 +0000 UTC|2025-05-01|RUST|1|1|10|10|0|0|true",
+                "k-cy|2025-05-02 00:00:00 +0000 UTC|2025-05-02|RUST|2|0|20|0|0|0|true"
             ])
         );
         // Split on spaces: the time keeps its fraction, the zone is `+0000 UTC`.
@@ -748,36 +607,15 @@ async fn raw_agent_rows_carry_credits_and_the_users_email() {
         ];
         let items = fx.items(agent_credits(json!([]))).await;
         // r3 and r5 tie on time (08:00Z, r5 given at +05:30): k-bob before k-zoe.
-        let zoe_meta = format!(r#"{{"email":"{}"}}"#, ZOE.replace('"', "\\\""));
+        let zoe = format!(r#"k-zoe|2025-05-02|0|0|gpt|{{"email":"{}"}}"#, ZOE.replace('"', "\\\""));
         assert_eq!(
             table(&items, &fields),
             rows(&[
-                &[
-                    "k-ana",
-                    "2025-05-01",
-                    "200",
-                    "150",
-                    "claude",
-                    r#"{"email":"ana@f"}"#
-                ],
-                &[
-                    "k-ana",
-                    "2025-05-01",
-                    "100",
-                    "0",
-                    "gpt",
-                    r#"{"email":"ana@f"}"#
-                ],
-                &[
-                    "k-bob",
-                    "2025-05-02",
-                    "300",
-                    "25",
-                    "claude",
-                    r#"{"email":"bob@f"}"#
-                ],
-                &["k-zoe", "2025-05-02", "0", "0", "gpt", &zoe_meta],
-                &["k-orphan", "2025-05-02", "50", "10", "claude", "{}"],
+                r#"k-ana|2025-05-01|200|150|claude|{"email":"ana@f"}"#,
+                r#"k-ana|2025-05-01|100|0|gpt|{"email":"ana@f"}"#,
+                r#"k-bob|2025-05-02|300|25|claude|{"email":"bob@f"}"#,
+                &zoe,
+                "k-orphan|2025-05-02|50|10|claude|{}",
             ])
         );
         // The scripts parse `metadata` as JSON and read the e-mail from it.
@@ -817,24 +655,7 @@ async fn raw_agent_rows_carry_credits_and_the_users_email() {
                     "metadata"
                 ]
             ),
-            rows(&[
-                &[
-                    "k-ana",
-                    "2025-05-01 09:00:00 +0000 UTC",
-                    "200",
-                    "150",
-                    "claude",
-                    r#"{"email":"ana@f"}"#
-                ],
-                &[
-                    "k-ana",
-                    "2025-05-01 17:30:00.5 +0000 UTC",
-                    "100",
-                    "0",
-                    "gpt",
-                    r#"{"email":"ana@f"}"#
-                ],
-            ])
+            rows(&[r#"k-ana|2025-05-01 09:00:00 +0000 UTC|200|150|claude|{"email":"ana@f"}"#, r#"k-ana|2025-05-01 17:30:00.5 +0000 UTC|100|0|gpt|{"email":"ana@f"}"#])
         );
         insta::assert_json_snapshot!(
             "raw_agent",
@@ -869,20 +690,15 @@ async fn grouped_agent_credits_by_date_and_model() {
         let sum_keys = ["sum_prompts_used", "sum_flex_credits_used"];
         assert_eq!(
             table(&result(0), &[sum_keys[0], sum_keys[1], "date"]),
-            rows(&[&["300", "150", "2025-05-01"], &["350", "35", "2025-05-02"]])
+            rows(&["300|150|2025-05-01", "350|35|2025-05-02"])
         );
         assert_eq!(
             table(&result(1), &[sum_keys[0], sum_keys[1], "model"]),
-            rows(&[&["550", "185", "claude"], &["100", "0", "gpt"]])
+            rows(&["550|185|claude", "100|0|gpt"])
         );
         assert_eq!(
             table(&result(2), &[sum_keys[0], sum_keys[1], "date", "model"]),
-            rows(&[
-                &["200", "150", "2025-05-01", "claude"],
-                &["100", "0", "2025-05-01", "gpt"],
-                &["350", "35", "2025-05-02", "claude"],
-                &["0", "0", "2025-05-02", "gpt"],
-            ])
+            rows(&["200|150|2025-05-01|claude", "100|0|2025-05-01|gpt", "350|35|2025-05-02|claude", "0|0|2025-05-02|gpt"])
         );
         // Restricted to a group: members' runs only (the orphan run and Zoë drop out).
         let r = fx
@@ -899,7 +715,7 @@ async fn grouped_agent_credits_by_date_and_model() {
             .collect();
         assert_eq!(
             table(&items, &[sum_keys[0], sum_keys[1], "date"]),
-            rows(&[&["300", "150", "2025-05-01"], &["300", "25", "2025-05-02"]])
+            rows(&["300|150|2025-05-01", "300|25|2025-05-02"])
         );
         insta::assert_json_snapshot!("grouped_agent", v);
     })
@@ -1009,31 +825,14 @@ async fn time_values_in_results_and_filters() {
             "aggregations": [{"field": "timestamp", "name": "t"}]});
         assert_eq!(
             table(&fx.items(q).await, &["sum_lines_added", "t"]),
-            rows(&[
-                &["14", "2025-05-01 13:00:07.25 +0000 UTC"],
-                &["1", "2025-05-01 14:15:16.000001 +0000 UTC"],
-                &["2", "2025-05-02 00:00:00 +0000 UTC"]
-            ])
+            rows(&["14|2025-05-01 13:00:07.25 +0000 UTC", "1|2025-05-01 14:15:16.000001 +0000 UTC", "2|2025-05-02 00:00:00 +0000 UTC"])
         );
         let q = json!({"data_source": AUTOCOMPLETE, "selections": sel(&["hour"]),
             "filters": [filter("api_key", "EQUAL", "k-ana")],
             "aggregations": [{"field": "hour", "name": "hour_group"}]});
         assert_eq!(
             table(&fx.items(q).await, &["hour", "hour_group"]),
-            rows(&[
-                &[
-                    "2025-04-30 23:00:00 +0000 UTC",
-                    "2025-04-30 23:00:00 +0000 UTC"
-                ],
-                &[
-                    "2025-05-01 13:00:00 +0000 UTC",
-                    "2025-05-01 13:00:00 +0000 UTC"
-                ],
-                &[
-                    "2025-05-31 23:00:00 +0000 UTC",
-                    "2025-05-31 23:00:00 +0000 UTC"
-                ]
-            ])
+            rows(&["2025-04-30 23:00:00 +0000 UTC|2025-04-30 23:00:00 +0000 UTC", "2025-05-01 13:00:00 +0000 UTC|2025-05-01 13:00:00 +0000 UTC", "2025-05-31 23:00:00 +0000 UTC|2025-05-31 23:00:00 +0000 UTC"])
         );
         let q = json!({"data_source": AGENT,
             "selections": [{"field": "prompts_used", "aggregation_function": "QUERY_AGGREGATION_SUM"}],
@@ -1042,10 +841,7 @@ async fn time_values_in_results_and_filters() {
         assert_eq!(
             table(&fx.items(q).await, &["sum_prompts_used", "t"]),
             // r3 and r5 share 08:00Z: one group.
-            rows(&[
-                &["300", "2025-05-02 08:00:00 +0000 UTC"],
-                &["50", "2025-05-02 10:00:00 +0000 UTC"]
-            ])
+            rows(&["300|2025-05-02 08:00:00 +0000 UTC", "50|2025-05-02 10:00:00 +0000 UTC"])
         );
         // Zones other than `+0000 UTC`, or none, are not time values.
         for (i, bad) in [
@@ -1208,7 +1004,7 @@ async fn several_equal_filters_on_one_field_are_an_in_list() {
             "aggregations": [{"field": "api_key", "name": "user"}]});
         assert_eq!(
             table(&fx.items(q).await, &["sum_num_acceptances", "user"]),
-            rows(&[&["12", "k-ana"], &["9", "k-bob"], &["7", "k-cy"]])
+            rows(&["12|k-ana", "9|k-bob", "7|k-cy"])
         );
         // Booleans and the agent source too.
         let q = json!({"data_source": CHAT, "selections": sel(&["chat_accepted"]),
@@ -1219,7 +1015,7 @@ async fn several_equal_filters_on_one_field_are_an_in_list() {
                         filter("api_key", "EQUAL", "k-orphan"), filter("api_key", "EQUAL", "k-zoe")]});
         assert_eq!(
             table(&fx.items(q).await, &["agent_id"]),
-            rows(&[&["c5"], &["c4"]])
+            rows(&["c5", "c4"])
         );
     })
     .await;
@@ -1350,7 +1146,7 @@ async fn aggregated_shapes_still_reject_unaggregated_metrics() {
         ];
         assert_eq!(
             table(&fx.items(pcw(json!([]))).await, &keys),
-            rows(&[&["0.3", "60", "140", "200", "50", "10"]])
+            rows(&["0.3|60|140|200|50|10"])
         );
         assert_eq!(
             table(
@@ -1361,7 +1157,7 @@ async fn aggregated_shapes_still_reject_unaggregated_metrics() {
                 .await,
                 &keys
             ),
-            rows(&[&["0.3", "60", "140", "200", "50", "10"]])
+            rows(&["0.3|60|140|200|50|10"])
         );
         assert_eq!(
             table(
@@ -1369,7 +1165,7 @@ async fn aggregated_shapes_still_reject_unaggregated_metrics() {
                     .await,
                 &keys
             ),
-            rows(&[&["0.4", "40", "60", "100", "30", "10"]])
+            rows(&["0.4|40|60|100|30|10"])
         );
         assert_eq!(
             table(
@@ -1377,7 +1173,7 @@ async fn aggregated_shapes_still_reject_unaggregated_metrics() {
                     .await,
                 &keys
             ),
-            rows(&[&["0", "0", "0", "0", "0", "0"]])
+            rows(&["0|0|0|0|0|0"])
         );
     })
     .await;
@@ -1571,7 +1367,7 @@ async fn flex_credits_through_ingest_and_import() {
     };
     let load = async |fx: &Fx| {
         seed(fx).await;
-        assert_eq!(flex(fx).await, rows(&[&["c1", "150"], &["c2", "0"]]));
+        assert_eq!(flex(fx).await, rows(&["c1|150", "c2|0"]));
         // Import: r2 again with flex credits, and a new run without them.
         let jsonl = [
             r#"{"id": "r2", "api_key": "k-ana", "timestamp": "2025-05-01T17:30:00.5Z", "ide_type": "plugin", "model": "gpt", "mode": "UNKNOWN", "messages_sent": 1, "agent_id": "c2", "prompts_used": 100, "flex_credits_used": "40"}"#,
@@ -1612,10 +1408,7 @@ async fn flex_credits_through_ingest_and_import() {
         );
     };
     on_every_store_reopened(load, async |fx, ()| {
-        assert_eq!(
-            flex(fx).await,
-            rows(&[&["c1", "150"], &["c2", "40"], &["c6", "0"]])
-        );
+        assert_eq!(flex(fx).await, rows(&["c1|150", "c2|40", "c6|0"]));
     })
     .await;
 }
