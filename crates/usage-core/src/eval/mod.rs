@@ -229,8 +229,13 @@ impl TeamData {
                 let stored = self
                     .user(&email)
                     .and_then(|u| u.get("signup_time").as_time());
-                let first = *signup.entry(email).or_insert_with(|| stored.unwrap_or(now));
-                if r.get("signup_time") == &FieldValue::Absent {
+                let first = *signup
+                    .entry(email.clone())
+                    .or_insert_with(|| stored.unwrap_or(now));
+                if let Some(given) = r.get("signup_time").as_time() {
+                    // A later record of the batch without one keeps this one.
+                    signup.insert(email, given);
+                } else if r.get("signup_time") == &FieldValue::Absent {
                     let mut values = r.values().to_vec();
                     values[records::USERS.position("signup_time").expect("signup_time")] =
                         FieldValue::Time(first);

@@ -158,6 +158,27 @@ fn users_keep_their_signup_time_and_keys_stay_unique() {
     );
 }
 
+#[test]
+fn a_later_record_of_a_batch_keeps_the_signup_time_an_earlier_one_gave() {
+    let mut t = team();
+    let req = IngestRequest {
+        service_key: None,
+        kind: Some("users".into()),
+        records: vec![
+            json!({"email": "n@x", "name": "N", "api_key": "kn", "signup_time": "2023-01-01T00:00:00Z"}),
+            json!({"email": "n@x", "name": "N2", "api_key": "kn"}),
+        ],
+    };
+    let batch = ingest(&req, &Limits::default()).unwrap();
+    let batch = t.prepare(&batch, Timestamp(5_000_000)).unwrap();
+    t.apply(&batch);
+    assert_eq!(t.user("n@x").unwrap().text("name"), "N2");
+    assert_eq!(
+        t.user("n@x").unwrap().get("signup_time").as_time(),
+        Timestamp::parse_rfc3339("2023-01-01T00:00:00Z")
+    );
+}
+
 /// One query's items, as JSON.
 fn items(team: &TeamData, query: serde_json::Value) -> serde_json::Value {
     run(team, json!({"query_requests": [query]}))["queryResults"][0]["responseItems"].clone()

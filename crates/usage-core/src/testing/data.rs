@@ -244,8 +244,13 @@ pub fn build_dataset(pool: &Pool, c: &mut Choices) -> Dataset {
         if c.one_in(6) {
             groups.push(MISSING_GROUP);
         }
-        let mut u =
-            json!({"email": format!("u{i}@x.test"), "name": format!("User {i}"), "api_key": key});
+        // Some e-mails need escaping in the agent source's `metadata` or are not ASCII.
+        let email = match c.pick(4) {
+            0 => format!("u{i}\"q\\@x.test"),
+            1 => format!("u{i}ë@x.test"),
+            _ => format!("u{i}@x.test"),
+        };
+        let mut u = json!({"email": email, "name": format!("User {i}"), "api_key": key});
         if !groups.is_empty() {
             u["groups"] = json!(groups);
         }
@@ -325,6 +330,7 @@ pub fn arb_dataset(pool: Pool) -> impl Strategy<Value = Dataset> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::FieldValue;
     use proptest::strategy::ValueTree;
 
     proptest! {
@@ -341,6 +347,7 @@ mod tests {
     fn datasets_have_the_edge_cases() {
         let mut runner = proptest::test_runner::TestRunner::deterministic();
         let (mut orphan, mut replaced, mut huge, mut empty_kind) = (false, false, false, false);
+        let (mut flex_absent, mut flex_given, mut escaped_email) = (false, false, false);
         for _ in 0..200 {
             let data = arb_dataset(Pool::default())
                 .new_tree(&mut runner)
@@ -362,7 +369,20 @@ mod tests {
                 }
             }
             empty_kind |= !parsed.iter().any(|b| b.kind == &records::CHAT);
+            for b in &parsed {
+                if b.kind == &records::AGENT_RUNS {
+                    for r in &b.records {
+                        let absent = r.get("flex_credits_used") == &FieldValue::Absent;
+                        flex_absent |= absent;
+                        flex_given |= !absent && r.count("flex_credits_used") > 0;
+                    }
+                }
+                if b.kind == &records::USERS {
+                    escaped_email |= b.records.iter().any(|r| r.text("email").contains('"'));
+                }
+            }
         }
         assert!(orphan && replaced && huge && empty_kind);
+        assert!(flex_absent && flex_given && escaped_email);
     }
 }

@@ -369,6 +369,56 @@ mod tests {
     use super::*;
     use crate::plan::Limits;
 
+    /// The differential tests see every field of every source in each place it may take:
+    /// selected in raw rows (metrics, booleans and the agent source's `metadata` included),
+    /// filtered on and grouped by. The lists come from the schema tables.
+    #[test]
+    fn generated_requests_cover_every_field_in_every_place() {
+        use proptest::strategy::ValueTree;
+        use std::collections::HashSet;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = arb_analytics_request(Pool::default());
+        let (mut raw, mut filtered, mut grouped) = (HashSet::new(), HashSet::new(), HashSet::new());
+        for _ in 0..3000 {
+            let req = strategy.new_tree(&mut runner).expect("a request").current();
+            for q in &req.query_requests {
+                let source = q
+                    .data_source
+                    .as_ref()
+                    .and_then(Ident::known)
+                    .expect("a source");
+                let resolve = |name: &Option<String>| {
+                    let name = name.as_deref().unwrap_or_default();
+                    source.spec().resolve(name).expect("a field").field()
+                };
+                let field = |name: &Option<String>| (source, resolve(name).name);
+                // Shape 4: no group-by, no aggregated selection (`distinct_*` counts as one).
+                let is_raw = source != Source::PcwData
+                    && q.aggregations.is_empty()
+                    && q.selections.iter().all(|s| {
+                        let agg = s.aggregation_function.as_ref().and_then(Ident::known);
+                        agg.unwrap_or(Agg::Unspecified) == Agg::Unspecified
+                            && resolve(&s.field).role != Role::Distinct
+                    });
+                if is_raw {
+                    raw.extend(q.selections.iter().map(|s| field(&s.field)));
+                }
+                filtered.extend(q.filters.iter().map(|f| field(&f.name)));
+                grouped.extend(q.aggregations.iter().map(|g| field(&g.field)));
+            }
+        }
+        for spec in crate::schema::SOURCES {
+            for f in spec.fields {
+                let key = (spec.source, f.name);
+                if spec.groupable && f.select && f.role != Role::Distinct {
+                    assert!(raw.contains(&key), "raw selection of {key:?}");
+                }
+                assert!(!f.filter || filtered.contains(&key), "filter on {key:?}");
+                assert!(!f.group || grouped.contains(&key), "group-by on {key:?}");
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
         #[test]

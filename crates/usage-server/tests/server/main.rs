@@ -4,6 +4,7 @@ mod common;
 
 mod cli;
 mod errors;
+mod fidelity;
 mod ops;
 mod permissions;
 mod process;
