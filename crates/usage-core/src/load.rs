@@ -282,6 +282,12 @@ fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, 
             Value::String(s) if s.is_empty() && required => {
                 Err((Rule::MissingField, "is required; got \"\"".into()))
             }
+            // Stores keep text as SQL text, which cannot hold U+0000; refusing it for every
+            // store keeps their answers alike.
+            Value::String(s) if s.contains('\0') => Err((
+                Rule::InvalidValue,
+                "must not contain the character U+0000".into(),
+            )),
             Value::String(s) => Ok(s),
             _ => Err(kind_err("a string")),
         }
@@ -352,7 +358,9 @@ fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, 
                 let mut out = Vec::with_capacity(a.len());
                 for e in a {
                     match e {
-                        Value::String(s) if !s.is_empty() => out.push(s.clone()),
+                        Value::String(s) if !s.is_empty() && !s.contains('\0') => {
+                            out.push(s.clone())
+                        }
                         _ => return Err(kind_err("an array of non-empty group ids")),
                     }
                 }
@@ -516,6 +524,22 @@ mod tests {
         .unwrap();
         assert_eq!(r.text("id"), "e1");
         assert_eq!(r.identity(), "2:e1");
+    }
+
+    #[test]
+    fn text_may_not_hold_nul() {
+        let got = paths(parse_record(
+            &USERS,
+            &json!({"email":"a\0b","name":"A","api_key":"k","groups":["g\0"]}),
+            &JsonPath::root(),
+        ));
+        assert_eq!(
+            got,
+            [
+                ("email".to_string(), "invalid_value"),
+                ("groups".to_string(), "invalid_value")
+            ]
+        );
     }
 
     #[test]

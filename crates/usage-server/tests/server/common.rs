@@ -1,4 +1,5 @@
 //! A server in this process on an ephemeral port, over a memory store with a seeded team.
+#![allow(dead_code)]
 
 use std::sync::Arc;
 
@@ -29,6 +30,8 @@ pub struct Env {
     pub team: String,
     /// A key of team A with every permission.
     pub key: String,
+    /// Holds the SQLite file of the `server_sqlite` run.
+    _dir: tempfile::TempDir,
 }
 
 pub struct Reply {
@@ -190,7 +193,22 @@ pub async fn make_key(store: &dyn Store, team: &str, perms: &[Permission]) -> St
 
 impl Env {
     pub async fn with_config(config: Config) -> Env {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        // The store this test binary runs on (`STORE` of its crate root): the same suite
+        // runs on memory (`server`), SQLite (`server_sqlite`) and PostgreSQL
+        // (`server_postgres`).
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = match crate::STORE {
+            "memory" => Arc::new(MemoryStore::new()),
+            "sqlite" => {
+                usage_server::store::open(&format!("sqlite:{}", dir.path().join("t.db").display()))
+                    .await
+                    .unwrap()
+            }
+            "postgres" => usage_server::store::open(&crate::pg::fresh_store())
+                .await
+                .unwrap(),
+            other => panic!("unknown test store {other}"),
+        };
         let team = add_team(store.as_ref(), "A", Plan::Enterprise).await;
         seed(store.as_ref(), &team).await;
         let key = make_key(store.as_ref(), &team, &ALL).await;
@@ -203,6 +221,7 @@ impl Env {
             client: reqwest::Client::new(),
             team,
             key,
+            _dir: dir,
         }
     }
 

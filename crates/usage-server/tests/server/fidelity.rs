@@ -35,13 +35,8 @@ pub struct Backend {
 
 /// Every store the fidelity tests run on.
 ///
-/// POSTGRES: once `store::open` accepts `postgres://`, add one entry here:
-/// `Backend { name: "postgres", spec: <URL of an empty database>, durable: true }`.
-/// `spec` is called once per run with that run's own temp dir. Every run but one creates
-/// its own team, and names resolve within their team (contract section 7), so those runs
-/// could share a database; `demo_data_and_the_compatibility_page` needs an empty store
-/// (`--demo` fills only an empty one), so the URL must name a database (or schema) made
-/// fresh for the run, e.g. one `createdb` named after the temp dir.
+/// A PostgreSQL run gets a schema of its own (`pg::fresh_store`), empty as the demo test
+/// needs.
 pub fn stores() -> Vec<Backend> {
     vec![
         Backend {
@@ -52,6 +47,11 @@ pub fn stores() -> Vec<Backend> {
         Backend {
             name: "sqlite",
             spec: |dir| format!("sqlite:{}", dir.join("usage.db").display()),
+            durable: true,
+        },
+        Backend {
+            name: "postgres",
+            spec: |_| crate::pg::fresh_store(),
             durable: true,
         },
     ]

@@ -18,6 +18,9 @@ pub trait Dialect: Sync {
     fn any_text(&self, expr: &str, param: &str) -> String;
     /// Aggregates to text.
     fn to_text(&self, expr: &str) -> String;
+    /// The UTF-8 bytes of a text expression (compared bytewise, and able to meet a
+    /// parameter holding U+0000, which SQL text cannot).
+    fn bytes_of(&self, expr: &str) -> String;
     /// DDL type of text, 64-bit integers, booleans, bytes.
     fn types(&self) -> Types;
     /// Statements that install helper functions (the version key).
@@ -61,6 +64,9 @@ impl Dialect for Postgres {
     fn to_text(&self, expr: &str) -> String {
         format!("({expr})::text")
     }
+    fn bytes_of(&self, expr: &str) -> String {
+        format!("convert_to({expr}, 'UTF8')")
+    }
     fn types(&self) -> Types {
         Types {
             text: "TEXT",
@@ -95,4 +101,25 @@ END
 $fn$"#
             .to_string()]
     }
+}
+
+/// The version sort key that `usage_version_key` computes in the database, computed here
+/// for filter values (which may hold characters SQL text cannot), byte for byte the same.
+pub fn version_sort_key(v: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(v.len() * 2 + 8);
+    for part in v.split('.') {
+        if !part.is_empty() && part.bytes().all(|c| c.is_ascii_digit()) {
+            let digits = part.trim_start_matches('0');
+            key.push(1);
+            key.extend_from_slice(format!("{:04x}", digits.len()).as_bytes());
+            key.extend_from_slice(digits.as_bytes());
+        } else {
+            key.push(2);
+            key.extend_from_slice(part.as_bytes());
+            key.push(0);
+        }
+    }
+    key.push(0);
+    key.extend_from_slice(v.as_bytes());
+    key
 }

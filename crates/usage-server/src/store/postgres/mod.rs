@@ -106,6 +106,7 @@ fn boxed(params: &[Param]) -> Vec<Box<dyn ToSql + Sync + Send>> {
                 Param::Int(n) => Box::new(*n),
                 Param::Bool(b) => Box::new(*b),
                 Param::TextArray(v) => Box::new(v.clone()),
+                Param::Bytes(v) => Box::new(v.clone()),
             }
         })
         .collect()
@@ -131,6 +132,12 @@ async fn text_rows(
                 .collect()
         })
         .collect()
+}
+
+/// Whether a name holds U+0000: SQL text cannot, so no stored name equals it (records
+/// with it are refused when loaded) and it is not sent to the database.
+fn unstorable(s: &str) -> bool {
+    s.contains('\0')
 }
 
 fn decode_err(e: rows::DecodeError) -> StoreError {
@@ -243,6 +250,9 @@ impl PgStore {
     }
 
     async fn group_exists(c: &impl GenericClient, team: &str, name: &str) -> StoreResult<()> {
+        if unstorable(name) {
+            return Err(StoreError::Eval(EvalError::GroupNotFound(name.to_string())));
+        }
         match c
             .query_opt(
                 "SELECT 1 FROM groups WHERE team_id = $1 AND group_name = $2",
@@ -766,6 +776,12 @@ impl RecordStore for PgStore {
 
     async fn agent(&self, team: &str, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse> {
         let c = self.client().await?;
+        // An e-mail holding U+0000 matches nobody (and cannot be sent).
+        let mut plan = plan.clone();
+        if let Some(emails) = &mut plan.emails {
+            emails.retain(|e| !unstorable(e));
+        }
+        let plan = &plan;
         if let Some(g) = &plan.group_name {
             Self::group_exists(&c, team, g).await?;
         }
@@ -780,6 +796,9 @@ impl RecordStore for PgStore {
     }
 
     async fn has_group_id(&self, team: &str, group_id: &str) -> StoreResult<bool> {
+        if unstorable(group_id) {
+            return Ok(false);
+        }
         let c = self.client().await?;
         let r = c
             .query_opt(
@@ -792,6 +811,9 @@ impl RecordStore for PgStore {
     }
 
     async fn has_user(&self, team: &str, email: &str) -> StoreResult<bool> {
+        if unstorable(email) {
+            return Ok(false);
+        }
         let c = self.client().await?;
         let r = c
             .query_opt(
@@ -804,6 +826,9 @@ impl RecordStore for PgStore {
     }
 
     async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>> {
+        if unstorable(email) {
+            return Ok(Vec::new());
+        }
         let c = self.client().await?;
         let rows = c
             .query(
@@ -820,8 +845,11 @@ impl RecordStore for PgStore {
 #[async_trait]
 impl CapStore for PgStore {
     async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
-        let c = self.client().await?;
         let (k, v) = scope_parts(scope);
+        if unstorable(v) {
+            return Ok(None);
+        }
+        let c = self.client().await?;
         let r = c
             .query_opt(
                 "SELECT cap FROM caps WHERE team_id = $1 AND scope_kind = $2 AND scope_value = $3",
@@ -844,6 +872,12 @@ impl CapStore for PgStore {
         let tx = c.transaction().await.map_err(pg_err)?;
         Self::team_exists(&tx, team).await?;
         let (k, v) = scope_parts(scope);
+        if unstorable(v) {
+            return Err(StoreError::Internal(format!(
+                "a cap scope holds U+0000: {}",
+                scope.label()
+            )));
+        }
         // Changes of one scope are serialized, so the audit log's `old` is exact.
         tx.execute(
             "SELECT pg_advisory_xact_lock(hashtext($1 || '/' || $2 || '/' || $3))",

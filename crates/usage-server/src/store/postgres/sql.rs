@@ -23,6 +23,8 @@ pub enum Param {
     Bool(bool),
     /// An array of text.
     TextArray(Vec<String>),
+    /// Bytes.
+    Bytes(Vec<u8>),
 }
 
 /// A statement and its parameters.
@@ -230,7 +232,6 @@ impl Gen<'_> {
     }
 
     fn compare(&mut self, f: FieldRef, op: FilterOp, v: &FilterValue) -> String {
-        let (e, p) = self.filter_value(f, v);
         let sym = match op {
             FilterOp::Equal => "=",
             FilterOp::NotEqual => "<>",
@@ -239,15 +240,29 @@ impl Gen<'_> {
             FilterOp::Ge => ">=",
             FilterOp::Le => "<=",
         };
+        if let FilterValue::Text(s) = v {
+            let version = f.field().ty == ValueType::Version && op.is_ordered();
+            if version || s.contains('\0') {
+                // Compare bytes: the version key computed here, or the value's UTF-8 bytes
+                // (SQL text cannot hold U+0000).
+                let e = self.expr(f);
+                let (lhs, bytes) = if version {
+                    (
+                        self.version_key_of(f, &e),
+                        super::dialect::version_sort_key(s),
+                    )
+                } else {
+                    (self.d.bytes_of(&e), s.as_bytes().to_vec())
+                };
+                let p = self.param(Param::Bytes(bytes));
+                return format!("{lhs} {sym} {p}");
+            }
+        }
+        let (e, p) = self.filter_value(f, v);
         if !op.is_ordered() {
             return format!("{e} {sym} {p}");
         }
         match (f.field().ty, v) {
-            (ValueType::Version, _) => format!(
-                "{} {sym} {}",
-                self.version_key_of(f, &e),
-                self.d.version_key(&p)
-            ),
             (ValueType::Text | ValueType::Enum(_), _) => {
                 format!("{} {sym} {}", self.d.bytewise(&e), self.d.bytewise(&p))
             }
@@ -259,7 +274,11 @@ impl Gen<'_> {
         match test {
             FilterTest::Compare(op, v) => self.compare(f, *op, v),
             FilterTest::AnyOf(values) => {
-                if values.iter().all(|v| matches!(v, FilterValue::Text(_))) && values.len() > 1 {
+                if values.len() > 1
+                    && values
+                        .iter()
+                        .all(|v| matches!(v, FilterValue::Text(s) if !s.contains('\0')))
+                {
                     let e = self.expr(f);
                     let texts = values
                         .iter()

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use super::*;
+use usage_core::eval::TeamData;
+use usage_core::plan::Limits;
 
 /// The URL of the test database (env `USAGE_TEST_POSTGRES` overrides the default).
 pub(crate) fn base_url() -> String {
@@ -237,4 +239,82 @@ async fn version_key_orders_like_the_contract() {
         .collect();
     versions.sort_by(|a, b| usage_core::version::compare(a, b));
     assert_eq!(got, versions);
+    // The key computed here for filter values is the database's, byte for byte.
+    for v in &versions {
+        let db: Vec<u8> = c
+            .query_one("SELECT usage_version_key($1)", &[v])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(super::dialect::version_sort_key(v), db, "{v:?}");
+    }
+}
+
+#[tokio::test]
+async fn filter_values_holding_nul_compare_as_bytes() {
+    use usage_core::testing::data::build_dataset;
+    use usage_core::testing::{Choices, Pool};
+    let schema = Schema::new("nul").await;
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    let team = store
+        .create_team(
+            NewTeam {
+                name: "n".into(),
+                plan: Plan::Enterprise,
+                seats: 1,
+                credits_per_seat: 1,
+            },
+            Timestamp(0),
+        )
+        .await
+        .unwrap()
+        .id;
+    let data = build_dataset(
+        &Pool::default(),
+        &mut Choices::new((0..400).map(|i| i * 7 + 3).collect()),
+    );
+    let mut model = TeamData::new();
+    for batch in data.parsed() {
+        model.apply(&model.prepare(&batch, Timestamp(0)).unwrap());
+        store.ingest(&team, batch, Timestamp(0)).await.unwrap();
+    }
+    for (name, op, value) in [
+        ("api_key", "QUERY_FILTER_EQUAL", "k1\u{0}"),
+        ("api_key", "QUERY_FILTER_NOT_EQUAL", "k1\u{0}"),
+        ("api_key", "QUERY_FILTER_GREATER_THAN", "k1\u{0}"),
+        ("api_key", "QUERY_FILTER_LE", "k\u{0}"),
+        ("version", "QUERY_FILTER_GE", "1.10\u{0}"),
+        ("version", "QUERY_FILTER_LESS_THAN", "1.\u{0}"),
+        ("language", "QUERY_FILTER_EQUAL", "\u{0}"),
+    ] {
+        let body = serde_json::json!({"query_requests": [{
+            "data_source": "QUERY_DATA_SOURCE_USER_DATA",
+            "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"},
+                           {"field": "distinct_users"}],
+            "filters": [{"name": name, "filter": op, "value": value},
+                        {"name": "api_key", "filter": "QUERY_FILTER_EQUAL", "value": "k2"},
+                        {"name": "api_key", "filter": "QUERY_FILTER_EQUAL", "value": "k\u{0}"}],
+        }]});
+        let req: usage_core::wire::AnalyticsRequest = serde_json::from_value(body).unwrap();
+        let plan = usage_core::validate::analytics(&req, &Limits::default()).unwrap();
+        let got = store
+            .analytics(&team, &plan, &Limits::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            model.analytics(&plan, &Limits::default()).unwrap(),
+            "{name} {op} {value:?}"
+        );
+    }
+    // Names holding U+0000 are simply not found.
+    assert!(!store.has_user(&team, "a\u{0}").await.unwrap());
+    assert!(!store.has_group_id(&team, "g\u{0}").await.unwrap());
+    assert_eq!(
+        store
+            .cap(&team, &CapScope::User("a\u{0}".into()))
+            .await
+            .unwrap(),
+        None
+    );
 }
