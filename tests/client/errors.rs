@@ -476,6 +476,9 @@ async fn retries_429_and_503_then_succeed() {
         .await
         .unwrap_err();
     assert_eq!(unavailable.requests(), 2);
+    // `Retry-After` of a 503 is kept, as for a 429.
+    assert_eq!(e.retry_after(), Some(Duration::ZERO));
+    assert!(!e.is_rate_limited());
     let Error::Api(a) = e else { panic!("{e:?}") };
     assert_eq!((a.status, a.code.as_str()), (503, "unavailable"));
     assert_eq!(a.message, "storage down");

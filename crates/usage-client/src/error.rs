@@ -19,6 +19,9 @@ pub struct ApiError {
     pub details: Vec<ErrorDetail>,
     /// The request id (header `x-request-id`).
     pub request_id: Option<String>,
+    /// How long the service asked to wait before trying again (`Retry-After`, in whole
+    /// seconds; sent with 429 and 503).
+    pub retry_after: Option<Duration>,
 }
 
 /// Everything that can go wrong in a call.
@@ -33,7 +36,7 @@ pub enum Error {
     RateLimited {
         /// The error the service answered.
         error: ApiError,
-        /// How long the service asked to wait.
+        /// How long the service asked to wait (the same as `error.retry_after`).
         retry_after: Option<Duration>,
     },
     /// The call did not finish in time.
@@ -95,12 +98,9 @@ impl Error {
         matches!(self, Error::RateLimited { .. })
     }
 
-    /// How long the service asked to wait (429, 503).
+    /// How long the service asked to wait (`Retry-After` of a 429 or a 503).
     pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Error::RateLimited { retry_after, .. } => *retry_after,
-            _ => None,
-        }
+        self.api().and_then(|e| e.retry_after)
     }
 
     /// Whether the call timed out.
