@@ -290,6 +290,28 @@ impl Fake {
         Fake { url, requests }
     }
 
+    /// A server that reads each request, writes `prefix` (maybe nothing, maybe headers and
+    /// half a body) and then holds the connection open without another byte.
+    pub async fn stalling(prefix: &'static str) -> Fake {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(AtomicUsize::new(0));
+        let count = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let count = count.clone();
+                tokio::spawn(async move {
+                    if read_request(&mut sock).await.is_some() {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        let _ = sock.write_all(prefix.as_bytes()).await;
+                        std::future::pending::<()>().await;
+                    }
+                });
+            }
+        });
+        Fake { url, requests }
+    }
+
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
     }

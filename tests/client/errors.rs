@@ -500,27 +500,27 @@ async fn other_errors_are_not_retried() {
 }
 
 #[tokio::test]
-async fn a_server_that_never_answers_times_out() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let silent = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((sock, _)) = listener.accept().await {
-            held.push(sock);
-        }
-    });
-    let c = Client::builder()
-        .base_url(url)
-        .service_key("usk_fake")
-        .timeout(Duration::from_millis(200))
-        .retry(quick_retries(3))
-        .build()
-        .unwrap();
-    let e = c.team_credit_balance().send().await.unwrap_err();
-    assert!(e.is_timeout(), "{e:?}");
-    assert!(matches!(e, Error::Timeout(_)), "{e:?}");
-    assert_eq!(e.status(), None);
-    silent.abort();
+async fn a_server_that_stops_answering_times_out() {
+    let silent = Fake::stalling("").await;
+    let half_body = Fake::stalling(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"numSeats\": ",
+    )
+    .await;
+    for fake in [silent, half_body] {
+        let c = Client::builder()
+            .base_url(&fake.url)
+            .service_key("usk_fake")
+            .timeout(Duration::from_millis(200))
+            .retry(quick_retries(3))
+            .build()
+            .unwrap();
+        let e = c.team_credit_balance().send().await.unwrap_err();
+        assert!(e.is_timeout(), "{e:?}");
+        assert!(matches!(e, Error::Timeout(_)), "{e:?}");
+        assert_eq!(e.status(), None);
+        // A timeout is not retried: the server may have acted on the request.
+        assert_eq!(fake.requests(), 1);
+    }
 }
 
 #[tokio::test]
@@ -539,6 +539,19 @@ async fn nothing_listening_is_a_transport_error() {
         assert!(!e.is_timeout());
         assert_eq!(e.api(), None);
     }
+    // A connection closed halfway through the body.
+    let cut = Fake::start(|_| {
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"numSeats\": "
+            .to_string()
+    })
+    .await;
+    let e = fake_client(&cut.url, quick_retries(3))
+        .team_credit_balance()
+        .send()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Transport(_)), "{e:?}");
+    assert_eq!(cut.requests(), 1);
 }
 
 #[tokio::test]
