@@ -348,10 +348,17 @@ async fn rate_limited_without_retries() {
     assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
     assert_eq!(e.status(), Some(429));
     assert_eq!(e.code(), Some("resource_exhausted"));
-    let Error::RateLimited { error, retry_after } = e else {
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "rate limited (429 resource_exhausted), retry after 1s: {}",
+            e.api().unwrap().message
+        )
+    );
+    let Error::RateLimited(error) = e else {
         unreachable!()
     };
-    assert_eq!(retry_after, Some(Duration::from_secs(1)));
+    assert_eq!(error.retry_after, Some(Duration::from_secs(1)));
     assert!(error.details.is_empty());
     assert!(error.request_id.is_some());
 }

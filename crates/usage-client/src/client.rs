@@ -335,10 +335,7 @@ impl Client {
             }
             let error = api_error(status, &headers, &body);
             return Err(if status == 429 {
-                Error::RateLimited {
-                    retry_after: error.retry_after,
-                    error,
-                }
+                Error::RateLimited(error)
             } else {
                 Error::Api(error)
             });

@@ -85,8 +85,8 @@
 //! /// What a program might do with each kind of failure.
 //! fn advice(e: &Error) -> String {
 //!     match e {
-//!         Error::RateLimited { retry_after, .. } => {
-//!             format!("wait {}s", retry_after.unwrap_or(Duration::from_secs(1)).as_secs())
+//!         Error::RateLimited(a) => {
+//!             format!("wait {}s", a.retry_after.unwrap_or(Duration::from_secs(1)).as_secs())
 //!         }
 //!         Error::Api(a) if a.status == 400 => format!("fix the request: {:?}", e.violations()),
 //!         Error::Api(a) => format!("{} {}: {}", a.status, a.code, a.message),
