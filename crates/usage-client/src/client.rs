@@ -243,6 +243,7 @@ fn api_error(status: u16, headers: &HeaderMap, bytes: &[u8]) -> ApiError {
             code: b.code,
             details: b.details.unwrap_or_default(),
             request_id: id.or((!b.request_id.is_empty()).then_some(b.request_id)),
+            retry_after: retry_after(headers),
         },
         Err(_) => ApiError {
             status,
@@ -250,6 +251,7 @@ fn api_error(status: u16, headers: &HeaderMap, bytes: &[u8]) -> ApiError {
             message: String::from_utf8_lossy(bytes).chars().take(500).collect(),
             details: Vec::new(),
             request_id: id,
+            retry_after: retry_after(headers),
         },
     }
 }
@@ -333,10 +335,7 @@ impl Client {
             }
             let error = api_error(status, &headers, &body);
             return Err(if status == 429 {
-                Error::RateLimited {
-                    error,
-                    retry_after: wait,
-                }
+                Error::RateLimited(error)
             } else {
                 Error::Api(error)
             });
@@ -417,6 +416,7 @@ mod tests {
     fn error_bodies_decode() {
         let mut h = HeaderMap::new();
         h.insert("x-request-id", "r1".parse().unwrap());
+        h.insert(RETRY_AFTER, "3".parse().unwrap());
         let e = api_error(
             400,
             &h,
@@ -425,7 +425,9 @@ mod tests {
         assert_eq!(e.code, "invalid_argument");
         assert_eq!(e.details[0].rule, "missing_field");
         assert_eq!(e.request_id.as_deref(), Some("r1"));
+        assert_eq!(e.retry_after, Some(Duration::from_secs(3)));
         let e = api_error(502, &HeaderMap::new(), b"<html>bad gateway</html>");
+        assert_eq!(e.retry_after, None);
         assert_eq!(e.message, "<html>bad gateway</html>");
         assert_eq!(e.code, "");
     }

@@ -19,6 +19,9 @@ pub struct ApiError {
     pub details: Vec<ErrorDetail>,
     /// The request id (header `x-request-id`).
     pub request_id: Option<String>,
+    /// How long the service asked to wait before trying again (`Retry-After`, in whole
+    /// seconds; sent with 429 and 503).
+    pub retry_after: Option<Duration>,
 }
 
 /// Everything that can go wrong in a call.
@@ -28,14 +31,10 @@ pub enum Error {
     /// The service answered with an error.
     #[error("{} {}: {}{}", .0.status, .0.code, .0.message, request_id_suffix(&.0.request_id))]
     Api(ApiError),
-    /// The service refused the call for its rate limit (after the retries).
-    #[error("rate limited (429 resource_exhausted){}: {}", retry_after_suffix(.retry_after), .error.message)]
-    RateLimited {
-        /// The error the service answered.
-        error: ApiError,
-        /// How long the service asked to wait.
-        retry_after: Option<Duration>,
-    },
+    /// The service refused the call for its rate limit (after the retries); its
+    /// `retry_after` is how long it asked to wait.
+    #[error("rate limited (429 resource_exhausted){}: {}", retry_after_suffix(&.0.retry_after), .0.message)]
+    RateLimited(ApiError),
     /// The call did not finish in time.
     #[error("timed out: {0}")]
     Timeout(#[source] reqwest::Error),
@@ -85,22 +84,19 @@ impl Error {
     /// The service's error, if it answered one.
     pub fn api(&self) -> Option<&ApiError> {
         match self {
-            Error::Api(e) | Error::RateLimited { error: e, .. } => Some(e),
+            Error::Api(e) | Error::RateLimited(e) => Some(e),
             _ => None,
         }
     }
 
     /// Whether the service refused the call for its rate limit.
     pub fn is_rate_limited(&self) -> bool {
-        matches!(self, Error::RateLimited { .. })
+        matches!(self, Error::RateLimited(_))
     }
 
-    /// How long the service asked to wait (429, 503).
+    /// How long the service asked to wait (`Retry-After` of a 429 or a 503).
     pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Error::RateLimited { retry_after, .. } => *retry_after,
-            _ => None,
-        }
+        self.api().and_then(|e| e.retry_after)
     }
 
     /// Whether the call timed out.
