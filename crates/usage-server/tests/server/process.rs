@@ -105,6 +105,11 @@ pub struct Fixture {
 pub fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", dir.path().join("u.db").display());
+    fixture_on(dir, store)
+}
+
+/// A team and a key of every permission, made by the CLI on `store`.
+pub fn fixture_on(dir: tempfile::TempDir, store: String) -> Fixture {
     let team = ok(&store, &["team", "create", "--name", "T", "--seats", "3"])["team_id"]
         .as_str()
         .unwrap()
@@ -383,6 +388,88 @@ async fn two_servers_share_one_sqlite_store() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(status, 200);
+    a.kill9();
+    b.kill9();
+}
+
+#[tokio::test]
+async fn two_servers_share_one_postgres_database() {
+    let store = crate::pg::fresh_store();
+    // `migrate` on a fresh database applies the migrations once.
+    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 1}));
+    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 0}));
+    let f = fixture_on(tempfile::tempdir().unwrap(), store);
+    let a = Server::start(&f.store, &[], &f.log);
+    let b = Server::start(&f.store, &[], &f.log);
+    // A cap set through one is read through the other.
+    let (st, v) = a
+        .post(
+            "UsageConfig",
+            json!({"service_key": f.key, "team_level": true, "set_add_on_credit_cap": 777}),
+        )
+        .await;
+    assert_eq!((st, v), (200, json!({})));
+    let (st, v) = b
+        .post(
+            "GetUsageConfig",
+            json!({"service_key": f.key, "team_level": true}),
+        )
+        .await;
+    assert_eq!((st, v), (200, json!({"addOnCreditCap": 777})));
+    // Records ingested through one are queried through the other, at once: nothing is cached.
+    let rec = |key: &str, hour: &str, n: i64| {
+        json!({"api_key": key, "hour": hour, "language": "GO", "ide": "vscode", "version": "1.10.0",
+               "num_acceptances": n, "num_lines_accepted": n, "num_bytes_accepted": n})
+    };
+    let (st, v) = a
+        .post(
+            "Ingest",
+            json!({"service_key": f.key, "kind": "autocomplete", "records": [
+                rec("k1", "2025-05-01T10:00:00Z", 4), rec("k2", "2025-05-01T11:00:00Z", 5)]}),
+        )
+        .await;
+    assert_eq!((st, v), (200, json!({"accepted": 2})));
+    let (st, v) = b
+        .post(
+            "Analytics",
+            json!({"service_key": f.key, "query_requests": [{"data_source": "QUERY_DATA_SOURCE_USER_DATA",
+                "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"},
+                               {"field": "distinct_users"}]}]}),
+        )
+        .await;
+    assert_eq!(
+        (st, v),
+        (
+            200,
+            json!({"queryResults": [{"responseItems": [{"item": {"sum_num_acceptances": "9", "distinct_users": "2"}}]}]})
+        )
+    );
+    // A key revoked by the CLI is refused by both at once.
+    let made = ok(
+        &f.store,
+        &[
+            "key",
+            "create",
+            "--team",
+            &f.team,
+            "--permissions",
+            "billing-read",
+        ],
+    );
+    let (key_id, key) = (
+        made["key_id"].as_str().unwrap(),
+        made["service_key"].as_str().unwrap(),
+    );
+    let read = json!({"service_key": key, "team_level": true});
+    assert_eq!(
+        a.post("GetUsageConfig", read.clone()).await,
+        (200, json!({"addOnCreditCap": 777}))
+    );
+    ok(&f.store, &["key", "revoke", "--key-id", key_id]);
+    for server in [&a, &b] {
+        let (st, v) = server.post("GetUsageConfig", read.clone()).await;
+        assert_eq!((st, v["code"].as_str()), (401, Some("unauthenticated")));
+    }
     a.kill9();
     b.kill9();
 }
