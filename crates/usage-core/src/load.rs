@@ -14,7 +14,7 @@ use crate::schema::records::{RecordKind, RecordType, kind_names};
 use crate::time::{Date, Timestamp};
 use crate::validate::{finish, missing, too_many};
 use crate::wire::IngestRequest;
-use crate::wire::decode::read_int;
+use crate::wire::decode::{camel, read_int};
 use crate::wire::specs::INGEST;
 
 /// How many bad records an Ingest answer or an import lists.
@@ -219,8 +219,11 @@ pub fn parse_record(
         return Err(vec![Violation::new(at.clone(), Rule::InvalidValue, msg)]);
     };
     let mut unknown_rank = UNKNOWN_KEY_RANK;
+    // Each field's name in both spellings (contract section 1: the lowerCamelCase spelling
+    // of every request field is accepted too).
+    let camels: Vec<String> = kind.fields.iter().map(|f| camel(f.name)).collect();
     for key in obj.keys() {
-        if kind.field(key).is_none() {
+        if kind.field(key).is_none() && !camels.iter().any(|c| c == key) {
             let names: Vec<_> = kind.fields.iter().map(|f| f.name).collect();
             let msg = format!(
                 "unknown field `{key}` of a {} record (fields: {}){}",
@@ -239,7 +242,18 @@ pub fn parse_record(
     let mut values = Vec::with_capacity(kind.fields.len());
     for (rank, f) in kind.fields.iter().enumerate() {
         let path = at.key(f.name, rank as u32);
-        let given = obj.get(f.name).filter(|x| !x.is_null());
+        let snake = obj.get(f.name).filter(|x| !x.is_null());
+        let camel_value = obj
+            .get(&camels[rank])
+            .filter(|x| !x.is_null() && camels[rank] != f.name);
+        if let (Some(_), Some(_)) = (snake, camel_value) {
+            let msg = format!(
+                "`{}` and `{}` are two spellings of one field; give only one",
+                f.name, camels[rank]
+            );
+            v.push(Violation::new(path.clone(), Rule::ConflictingFields, msg));
+        }
+        let given = snake.or(camel_value);
         let parsed = match given {
             None => {
                 if f.required {
@@ -257,6 +271,19 @@ pub fn parse_record(
             },
         };
         values.push(parsed);
+    }
+    if let (Some(i), Some(j)) = (
+        kind.position("billing_cycle_start"),
+        kind.position("billing_cycle_end"),
+    ) && let (Some(start), Some(end)) = (values[i].as_time(), values[j].as_time())
+        && end <= start
+    {
+        let msg = format!("`billing_cycle_end` {end} is not after `billing_cycle_start` {start}");
+        v.push(Violation::new(
+            at.key("billing_cycle_end", j as u32),
+            Rule::InvalidValue,
+            msg,
+        ));
     }
     if !v.is_empty() {
         return Err(v);
@@ -524,6 +551,55 @@ mod tests {
         .unwrap();
         assert_eq!(r.text("id"), "e1");
         assert_eq!(r.identity(), "2:e1");
+    }
+
+    #[test]
+    fn camel_case_record_fields_are_read_too() {
+        let snake = json!({"api_key":"k","hour":"2025-05-01T13:00:00Z","language":"GO","ide":"vscode","version":"1",
+                           "num_acceptances":1,"num_lines_accepted":2,"num_bytes_accepted":3});
+        let camel = json!({"apiKey":"k","hour":"2025-05-01T13:00:00Z","language":"GO","ide":"vscode","version":"1",
+                           "numAcceptances":1,"numLinesAccepted":2,"numBytesAccepted":3});
+        let a = parse_record(&AUTOCOMPLETE, &snake, &JsonPath::root()).unwrap();
+        assert_eq!(
+            parse_record(&AUTOCOMPLETE, &camel, &JsonPath::root()).unwrap(),
+            a
+        );
+        let mut both = snake.clone();
+        both["apiKey"] = json!("other");
+        assert_eq!(
+            paths(parse_record(&AUTOCOMPLETE, &both, &JsonPath::root())),
+            [("api_key".to_string(), "conflicting_fields")]
+        );
+        // Event ids hash snake_case keys whatever the spelling sent.
+        let run = |v: serde_json::Value| {
+            parse_record(&AGENT_RUNS, &v, &JsonPath::root())
+                .unwrap()
+                .text("id")
+                .to_string()
+        };
+        assert_eq!(
+            run(
+                json!({"api_key":"k","timestamp":"2025-05-01T13:00:00Z","ide_type":"editor","model":"m","mode":"UNKNOWN",
+                       "messages_sent":1,"agent_id":"a","prompts_used":0})
+            ),
+            run(
+                json!({"apiKey":"k","timestamp":"2025-05-01T13:00:00Z","ideType":"editor","model":"m","mode":"UNKNOWN",
+                       "messagesSent":1,"agentId":"a","promptsUsed":0})
+            )
+        );
+    }
+
+    #[test]
+    fn a_billing_cycle_must_end_after_it_starts() {
+        let r = parse_record(
+            &crate::schema::records::BILLING,
+            &json!({"billing_cycle_start":"2026-11-10T00:00:00Z","billing_cycle_end":"2026-11-01T00:00:00Z"}),
+            &JsonPath::root(),
+        );
+        assert_eq!(
+            paths(r),
+            [("billing_cycle_end".to_string(), "invalid_value")]
+        );
     }
 
     #[test]

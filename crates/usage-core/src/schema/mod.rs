@@ -122,6 +122,17 @@ impl Field {
             .join(", ")
     }
 
+    /// Every valid aggregation, `UNSPECIFIED` first (it is valid for every field):
+    /// `UNSPECIFIED, SUM, COUNT`. Rule 5's messages list these.
+    pub fn valid_text(&self) -> String {
+        let mut all = vec![Agg::Unspecified];
+        all.extend(self.aggs.iter().copied().filter(|a| *a != Agg::Unspecified));
+        all.iter()
+            .map(|a| a.short().to_ascii_uppercase())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Whether this is the `date UTC±H[:MM]` family.
     pub fn is_local_date(&self) -> bool {
         self.expr == Expr::LocalDate

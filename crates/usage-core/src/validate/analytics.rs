@@ -163,7 +163,7 @@ fn query(
         if !field.field().allows(agg) {
             let msg = format!(
                 "aggregation {agg} is not valid for field `{name}` of {source} (valid: {})",
-                field.field().aggs_text()
+                field.field().valid_text()
             );
             v.push(Violation::new(apath, Rule::InvalidAggregation, msg));
         }

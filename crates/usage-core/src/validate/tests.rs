@@ -585,7 +585,7 @@ fn rule_5_for_every_field_and_function_of_every_table() {
                             agg.as_str(),
                             &format!("`{}`", written(f)),
                             spec.source.as_str(),
-                            &f.aggs_text(),
+                            &f.valid_text(),
                         ],
                     );
                     bad += 1;

@@ -242,8 +242,12 @@ pub fn kind_name(v: &Value) -> &'static str {
 pub fn read_int(v: &Value) -> Result<i64, String> {
     match v {
         Value::Number(n) => n.as_i64().ok_or_else(|| {
-            if n.is_u64() {
-                format!("{n} is out of range")
+            // serde_json reads an integer beyond 64 bits as a float (`1e+23`).
+            let huge = n
+                .as_f64()
+                .is_some_and(|f| f.fract() == 0.0 && f.abs() >= 9.2e18);
+            if n.is_u64() || huge {
+                format!("{n} is out of range (integers are 64-bit)")
             } else {
                 format!("{n} is not an integer (no fraction or exponent allowed)")
             }

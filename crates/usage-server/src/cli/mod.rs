@@ -17,6 +17,11 @@ use usage_core::schema::Plan;
 use usage_core::time::Timestamp;
 
 use crate::auth;
+
+/// Checks `--permissions` while parsing flags, so a bad one is clap's usage error (exit 2).
+fn permission_list(s: &str) -> Result<String, String> {
+    auth::parse_permissions(s).map(|_| s.to_string())
+}
 use crate::auth::rate::RateConfig;
 use crate::http;
 use crate::store::{self, KeyRecord, NewTeam, Store, StoreError};
@@ -129,7 +134,7 @@ pub enum KeyCommand {
         #[arg(long)]
         team: String,
         /// Comma-separated: analytics-read, teams-read, billing-read, billing-write, usage-write.
-        #[arg(long)]
+        #[arg(long, value_parser = permission_list)]
         permissions: String,
         /// A name for the key.
         #[arg(long)]

@@ -41,13 +41,15 @@ impl Billing {
     }
 
     /// The cycle containing `now`: when the stored end has passed, the cycle is
-    /// `[start + k months, start + (k+1) months)` for the `k` that contains now, with
-    /// `add_on_credits_used` 0 and `add_on_credits_available` kept.
+    /// `[start + k months, start + (k+1) months)` for the `k` that contains now (`k` = 0
+    /// too: a stored cycle shorter than a month ends a month after its start), with
+    /// `add_on_credits_used` 0 once a new cycle began (`k` >= 1) and
+    /// `add_on_credits_available` kept.
     pub fn current(&self, now: Timestamp) -> Billing {
         if now < self.cycle_end {
             return *self;
         }
-        let mut k = 1;
+        let mut k = 0;
         loop {
             let (Some(s), Some(e)) = (
                 self.cycle_start.add_months(k),
@@ -59,7 +61,7 @@ impl Billing {
                 return Billing {
                     cycle_start: s,
                     cycle_end: e,
-                    add_on_credits_used: 0,
+                    add_on_credits_used: if k == 0 { self.add_on_credits_used } else { 0 },
                     ..*self
                 };
             }
@@ -146,6 +148,23 @@ mod tests {
         assert_eq!(c.cycle_end.to_rfc3339(), "2027-06-30T00:00:00Z");
         // Inside the stored cycle nothing changes.
         assert_eq!(b.current(t("2025-02-01T00:00:00Z")), b);
+    }
+
+    #[test]
+    fn a_short_stored_cycle_that_ended_runs_a_month_from_its_start() {
+        let b = Billing {
+            cycle_start: t("2026-11-01T00:00:00Z"),
+            cycle_end: t("2026-11-15T00:00:00Z"),
+            add_on_credits_used: 9,
+            ..Billing::new(Plan::Enterprise, 1, 1, t("2026-11-01T00:00:00Z"))
+        };
+        let c = b.current(t("2026-11-23T12:00:00Z"));
+        assert_eq!(c.cycle_start.to_rfc3339(), "2026-11-01T00:00:00Z");
+        assert_eq!(c.cycle_end.to_rfc3339(), "2026-12-01T00:00:00Z");
+        assert_eq!(c.add_on_credits_used, 9);
+        let c = b.current(t("2026-12-02T00:00:00Z"));
+        assert_eq!(c.cycle_start.to_rfc3339(), "2026-12-01T00:00:00Z");
+        assert_eq!(c.add_on_credits_used, 0);
     }
 
     #[test]

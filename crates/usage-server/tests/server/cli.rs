@@ -67,14 +67,6 @@ fn admin_commands_print_one_json_object_or_fail_cleanly() {
             "--permissions",
             "billing-read",
         ],
-        vec![
-            "key",
-            "create",
-            "--team",
-            &team,
-            "--permissions",
-            "billing-read,admin",
-        ],
         vec!["audit", "--team", "team_nope"],
         vec!["import", "--team", &team, "--kind", "nope", "-"],
     ] {
@@ -88,6 +80,14 @@ fn admin_commands_print_one_json_object_or_fail_cleanly() {
     for args in [
         vec!["team", "create"],
         vec!["team", "create", "--name", "x", "--plan", "gold"],
+        vec![
+            "key",
+            "create",
+            "--team",
+            &team,
+            "--permissions",
+            "billing-read,admin",
+        ],
         vec!["frobnicate"],
         vec!["serve", "--listen", "nope"],
     ] {
