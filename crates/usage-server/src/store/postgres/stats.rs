@@ -198,7 +198,9 @@ pub fn agent(d: &dyn Dialect, team_id: &str, plan: &AgentPlan) -> Vec<(AgentSour
                     tb = table(kind)
                 ),
                 AgentSource::ToolUsage => format!(
-                    "SELECT r.tool, SUM(r.count)::text FROM {tb} r WHERE {wh} GROUP BY r.tool ORDER BY SUM(r.count) DESC, {}",
+                    // Ordered by the count the answer shows (sums clamp at i64::MAX), then tool.
+                    "SELECT r.tool, SUM(r.count)::text FROM {tb} r WHERE {wh} GROUP BY r.tool \
+                     ORDER BY LEAST(SUM(r.count), 9223372036854775807) DESC, {}",
                     d.bytewise("r.tool"),
                     tb = table(kind)
                 ),

@@ -318,3 +318,58 @@ async fn filter_values_holding_nul_compare_as_bytes() {
         None
     );
 }
+
+#[tokio::test]
+async fn tool_usage_ties_on_clamped_counts_order_by_tool() {
+    let schema = Schema::new("tool").await;
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    let team = store
+        .create_team(
+            NewTeam {
+                name: "n".into(),
+                plan: Plan::Enterprise,
+                seats: 1,
+                credits_per_seat: 1,
+            },
+            Timestamp(0),
+        )
+        .await
+        .unwrap()
+        .id;
+    let rec = |tool: &str, day: &str, count: i64| serde_json::json!({"api_key": "k", "day": day, "ide_type": "editor", "tool": tool, "count": count});
+    // y's exact sum is larger, but both answers show i64::MAX: the tie orders by tool.
+    let req = usage_core::wire::IngestRequest {
+        service_key: None,
+        kind: Some("agent_tool_usage".into()),
+        records: vec![
+            rec("y", "2025-05-01", i64::MAX),
+            rec("y", "2025-05-02", 10),
+            rec("x", "2025-05-01", i64::MAX),
+        ],
+    };
+    let batch = usage_core::load::ingest(&req, &Limits::default()).unwrap();
+    let mut model = TeamData::new();
+    model.apply(&batch);
+    store.ingest(&team, batch, Timestamp(0)).await.unwrap();
+    let plan = usage_core::plan::AgentPlan {
+        group_name: None,
+        emails: None,
+        ide_types: vec![
+            usage_core::schema::IdeType::Editor,
+            usage_core::schema::IdeType::Plugin,
+        ],
+        range: Default::default(),
+        queries: vec![usage_core::plan::AgentSource::ToolUsage],
+    };
+    let got = store.agent(&team, &plan).await.unwrap();
+    assert_eq!(got, model.agent(&plan).unwrap());
+    let tools: Vec<_> = got.query_results[0]
+        .agent_tool_usage
+        .as_ref()
+        .unwrap()
+        .agent_tool_usage
+        .iter()
+        .map(|e| e.tool.clone())
+        .collect();
+    assert_eq!(tools, ["x", "y"]);
+}
