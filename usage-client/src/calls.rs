@@ -149,6 +149,15 @@ impl AgentCall<'_> {
         self
     }
     /// Restricts to one IDE type (call twice for both; default both).
+    ///
+    /// ```no_run
+    /// # async fn f(client: &usage_client::Client) -> Result<(), usage_client::Error> {
+    /// use usage_client::IdeType;
+    /// let answer = client.agent_analytics().runs().ide_type(IdeType::Plugin).send().await?;
+    /// # let _ = answer;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn ide_type(mut self, t: IdeType) -> Self {
         self.req.ide_types.push(Ident::Known(t));
         self

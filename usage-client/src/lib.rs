@@ -133,3 +133,9 @@ pub use client::{Client, ClientBuilder, RetryPolicy};
 pub use error::{ApiError, Error};
 pub use rows::{AnalyticsResults, Row};
 pub use usage_core::wire;
+// The usage-core types this crate's signatures take or return, so a program needs no
+// direct dependency on usage-core to call every method.
+pub use usage_core::Violation;
+pub use usage_core::plan::QueryPlan;
+pub use usage_core::schema::{AgentMode, Agg, FilterOp, IdeType, Source, TeamStatus};
+pub use usage_core::time::Timestamp;

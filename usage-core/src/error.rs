@@ -227,15 +227,6 @@ impl Violation {
     pub fn message(&self) -> &str {
         &self.message
     }
-
-    /// The wire form of this violation, an element of an error body's `details`.
-    pub fn detail(&self) -> crate::wire::ErrorDetail {
-        crate::wire::ErrorDetail {
-            path: self.path(),
-            rule: self.rule.as_str().to_string(),
-            message: self.message.clone(),
-        }
-    }
 }
 
 /// Sorts violations in the order of the request document; violations at one path keep the

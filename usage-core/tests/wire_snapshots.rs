@@ -431,7 +431,7 @@ fn error_body_snapshots() {
             error: message.clone(),
             code: "invalid_argument".into(),
             message,
-            details: Some(v.iter().map(Violation::detail).collect()),
+            details: Some(v.iter().map(ErrorDetail::from).collect()),
             request_id: "req-0001".into(),
         }
     );

@@ -36,36 +36,32 @@ pub enum Code {
 }
 
 impl Code {
+    /// The code's row of the contract's table (section 2): HTTP status and wire identifier.
+    fn row(self) -> (StatusCode, &'static str) {
+        match self {
+            Code::InvalidArgument => (StatusCode::BAD_REQUEST, "invalid_argument"),
+            Code::Unauthenticated => (StatusCode::UNAUTHORIZED, "unauthenticated"),
+            Code::PermissionDenied => (StatusCode::FORBIDDEN, "permission_denied"),
+            Code::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            Code::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            Code::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Code::UnsupportedMediaType => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            Code::ResourceExhausted => (StatusCode::TOO_MANY_REQUESTS, "resource_exhausted"),
+            Code::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            Code::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        }
+    }
+
     /// The HTTP status of this code.
     pub fn status(self) -> StatusCode {
-        match self {
-            Code::InvalidArgument => StatusCode::BAD_REQUEST,
-            Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-            Code::PermissionDenied => StatusCode::FORBIDDEN,
-            Code::NotFound => StatusCode::NOT_FOUND,
-            Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Code::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Code::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-            Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        }
+        self.row().0
     }
 
     /// The wire identifier (`invalid_argument`, …).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Code::InvalidArgument => "invalid_argument",
-            Code::Unauthenticated => "unauthenticated",
-            Code::PermissionDenied => "permission_denied",
-            Code::NotFound => "not_found",
-            Code::MethodNotAllowed => "method_not_allowed",
-            Code::PayloadTooLarge => "payload_too_large",
-            Code::UnsupportedMediaType => "unsupported_media_type",
-            Code::ResourceExhausted => "resource_exhausted",
-            Code::Internal => "internal",
-            Code::Unavailable => "unavailable",
-        }
+        self.row().1
     }
 }
 
@@ -115,7 +111,7 @@ impl ApiError {
             ),
         };
         ApiError {
-            details: violations.iter().map(Violation::detail).collect(),
+            details: violations.iter().map(ErrorDetail::from).collect(),
             ..ApiError::new(Code::InvalidArgument, message)
         }
     }

@@ -2801,7 +2801,7 @@ fn violation_display_and_detail() {
             v.message()
         )
     );
-    let d = v.detail();
+    let d = crate::wire::ErrorDetail::from(&v);
     assert_eq!(
         d.path,
         "query_requests[0].selections[0].aggregation_function"

@@ -79,6 +79,12 @@ pub fn is_zero(v: &i64) -> bool {
     *v == 0
 }
 
+/// `#[serde(with = "lenient::string_int")]`: an integer written as a decimal string (the
+/// contract's form of counts in agent answers) and read from a number or a string.
+pub mod string_int {
+    pub use super::{as_string as serialize, int as deserialize};
+}
+
 #[cfg(test)]
 mod tests {
     #[derive(serde::Deserialize, Debug, PartialEq)]

@@ -17,144 +17,209 @@ use crate::schema::{AgentMode, Agg, FilterOp, IdeType, Source, TeamStatus};
 use crate::time::Timestamp;
 use decode::{FieldSpec, Kind, ObjectSpec, Request};
 
-const fn f(name: &'static str, kind: Kind) -> FieldSpec {
-    FieldSpec { name, kind }
+/// Declares a request object once: the serde struct (every field optional, both
+/// spellings accepted, "not given" fields left out when serializing) and its
+/// [`ObjectSpec`] for the first parse step ([`decode::decode`]), from one field list.
+///
+/// Each field is written `name | "camelAlias": Type = Kind`, the alias only where the two
+/// spellings differ; a compile-time check refuses an alias that is not the camelCase of
+/// the name, and a multi-word name without one. Extra field attributes (docs,
+/// `deserialize_with`) are passed through.
+///
+/// `key "Permission"` puts the service key first, naming the permission the operation
+/// needs; `scoped` adds the group and period every analytics request takes after it;
+/// `cap_scope` ends the fields with the three scopes of a cap.
+macro_rules! request {
+    (@object $(#[$meta:meta])* $name:ident as $spec:ident {
+        $(
+            $(#[$fmeta:meta])*
+            $field:ident $(| $alias:literal)? : $ty:ty = $kind:expr
+        ),* $(,)?
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $(
+                $(#[$fmeta])*
+                #[serde(default, skip_serializing_if = "Unset::is_unset")]
+                $(#[serde(alias = $alias)])?
+                pub $field: $ty,
+            )*
+        }
+
+        #[doc = concat!("The fields of [`", stringify!($name), "`], for the first parse step.")]
+        pub(crate) static $spec: ObjectSpec = ObjectSpec {
+            fields: &[$(FieldSpec { name: stringify!($field), kind: $kind }),*],
+        };
+
+        impl Request for $name {
+            const SPEC: &'static ObjectSpec = &$spec;
+        }
+
+        $(const _: () = assert!(
+            alias_is_camel_case(stringify!($field), &[$($alias)?]),
+            concat!("`", stringify!($field), "`: the alias must be its camelCase spelling, given exactly when it differs"),
+        );)*
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident as $spec:ident, key $perm:literal, scoped { $($fields:tt)* }
+    ) => {
+        request! { $(#[$meta])* pub struct $name as $spec, key $perm {
+            /// Restricts the answer to the members of this group.
+            group_name | "groupName": Option<String> = Kind::Text,
+            /// RFC 3339: the period starts here (inclusive).
+            start_timestamp | "startTimestamp": Option<String> = Kind::Text,
+            /// RFC 3339: the period ends here (exclusive).
+            end_timestamp | "endTimestamp": Option<String> = Kind::Text,
+            $($fields)*
+        } }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident as $spec:ident, key $perm:literal, cap_scope { $($fields:tt)* }
+    ) => {
+        request! { $(#[$meta])* pub struct $name as $spec, key $perm {
+            $($fields)*
+            /// Scope: the team (`true`; `false` means not given).
+            team_level | "teamLevel": Option<bool> = Kind::Bool,
+            /// Scope: a group.
+            group_id | "groupId": Option<String> = Kind::Text,
+            /// Scope: one user.
+            user_email | "userEmail": Option<String> = Kind::Text,
+        } }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident as $spec:ident, key $perm:literal { $($fields:tt)* }
+    ) => {
+        request! { @object $(#[$meta])* $name as $spec {
+            #[doc = concat!("The service key (", $perm, ").")]
+            service_key | "serviceKey": Option<String> = Kind::Text,
+            $($fields)*
+        } }
+    };
+    ($(#[$meta:meta])* pub struct $name:ident as $spec:ident { $($fields:tt)* }) => {
+        request! { @object $(#[$meta])* $name as $spec { $($fields)* } }
+    };
+}
+
+/// Whether `aliases` is the camelCase spelling of the snake_case `name` when that differs
+/// from the name, and empty when it does not (checked at compile time by `request!`).
+const fn alias_is_camel_case(name: &str, aliases: &[&str]) -> bool {
+    let n = name.as_bytes();
+    let mut has_underscore = false;
+    let mut i = 0;
+    while i < n.len() {
+        if n[i] == b'_' {
+            has_underscore = true;
+        }
+        i += 1;
+    }
+    if !has_underscore {
+        return aliases.is_empty();
+    }
+    if aliases.len() != 1 {
+        return false;
+    }
+    let a = aliases[0].as_bytes();
+    let (mut i, mut j, mut up) = (0, 0, false);
+    while i < n.len() {
+        if n[i] == b'_' {
+            up = true;
+        } else {
+            let want = if up { n[i].to_ascii_uppercase() } else { n[i] };
+            if j >= a.len() || a[j] != want {
+                return false;
+            }
+            j += 1;
+            up = false;
+        }
+        i += 1;
+    }
+    j == a.len()
+}
+
+/// A field that serializes only when given: `Option` when `Some`, `Vec` when not empty.
+trait Unset {
+    /// Whether the field is not given.
+    fn is_unset(&self) -> bool;
+}
+
+impl<T> Unset for Option<T> {
+    fn is_unset(&self) -> bool {
+        self.is_none()
+    }
+}
+
+impl<T> Unset for Vec<T> {
+    fn is_unset(&self) -> bool {
+        self.is_empty()
+    }
 }
 
 // ---------------------------------------------------------------------------------------
 // Analytics
 
-/// `POST /api/v1/Analytics`: custom analytics queries.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AnalyticsRequest {
-    /// The service key (Analytics Read).
-    #[serde(default, alias = "serviceKey", skip_serializing_if = "Option::is_none")]
-    pub service_key: Option<String>,
-    /// Restricts every query to members of this group.
-    #[serde(default, alias = "groupName", skip_serializing_if = "Option::is_none")]
-    pub group_name: Option<String>,
-    /// RFC 3339; restricts PCW queries to records with `start <= hour`.
-    #[serde(
-        default,
-        alias = "startTimestamp",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub start_timestamp: Option<String>,
-    /// RFC 3339; restricts PCW queries to records with `hour < end`.
-    #[serde(
-        default,
-        alias = "endTimestamp",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub end_timestamp: Option<String>,
-    /// The queries, answered in this order.
-    #[serde(
-        default,
-        alias = "queryRequests",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub query_requests: Vec<QueryRequest>,
+request! {
+    /// `POST /api/v1/Analytics`: custom analytics queries.
+    ///
+    /// The group restricts every query; the period restricts PCW queries only, to records
+    /// with `start <= hour < end`.
+    pub struct AnalyticsRequest as ANALYTICS, key "Analytics Read", scoped {
+        /// The queries, answered in this order.
+        query_requests | "queryRequests": Vec<QueryRequest> = Kind::Array(&Kind::Object(&QUERY)),
+    }
 }
 
-/// One custom query.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QueryRequest {
-    /// The data source.
-    #[serde(default, alias = "dataSource", skip_serializing_if = "Option::is_none")]
-    pub data_source: Option<Ident<Source>>,
-    /// The fields to retrieve.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub selections: Vec<Selection>,
-    /// Filters (AND, except several EQUAL on one field: any of their values).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub filters: Vec<Filter>,
-    /// Group-by fields.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub aggregations: Vec<Aggregation>,
+request! {
+    /// One custom query.
+    pub struct QueryRequest as QUERY {
+        /// The data source.
+        data_source | "dataSource": Option<Ident<Source>> = Kind::Text,
+        /// The fields to retrieve.
+        selections: Vec<Selection> = Kind::Array(&Kind::Object(&SELECTION)),
+        /// Filters (AND, except several EQUAL on one field: any of their values).
+        filters: Vec<Filter> = Kind::Array(&Kind::Object(&FILTER)),
+        /// Group-by fields.
+        aggregations: Vec<Aggregation> = Kind::Array(&Kind::Object(&AGGREGATION)),
+    }
 }
 
-/// A field to retrieve.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Selection {
-    /// A field of the data source.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-    /// The alias; default `{function}_{field}` in lower case, or the field for UNSPECIFIED.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// The aggregation function (default `QUERY_AGGREGATION_UNSPECIFIED`).
-    #[serde(
-        default,
-        alias = "aggregationFunction",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub aggregation_function: Option<Ident<Agg>>,
+request! {
+    /// A field to retrieve.
+    pub struct Selection as SELECTION {
+        /// A field of the data source.
+        field: Option<String> = Kind::Text,
+        /// The alias; default `{function}_{field}` in lower case, or the field for UNSPECIFIED.
+        name: Option<String> = Kind::Text,
+        /// The aggregation function (default `QUERY_AGGREGATION_UNSPECIFIED`).
+        aggregation_function | "aggregationFunction": Option<Ident<Agg>> = Kind::Text,
+    }
 }
 
-/// A filter.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Filter {
-    /// The field to filter on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// The comparison.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub filter: Option<Ident<FilterOp>>,
-    /// The comparison value, as a string.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
+request! {
+    /// A filter.
+    pub struct Filter as FILTER {
+        /// The field to filter on.
+        name: Option<String> = Kind::Text,
+        /// The comparison.
+        filter: Option<Ident<FilterOp>> = Kind::Text,
+        /// The comparison value, as a string.
+        value: Option<String> = Kind::TextKeepEmpty,
+    }
 }
 
-/// A group-by field.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Aggregation {
-    /// The field to group by.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-    /// The alias of the group's value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+request! {
+    /// A group-by field.
+    pub struct Aggregation as AGGREGATION {
+        /// The field to group by.
+        field: Option<String> = Kind::Text,
+        /// The alias of the group's value.
+        name: Option<String> = Kind::Text,
+    }
 }
-
-pub(crate) static SELECTION: ObjectSpec = ObjectSpec {
-    fields: &[
-        f("field", Kind::Text),
-        f("name", Kind::Text),
-        f("aggregation_function", Kind::Text),
-    ],
-};
-pub(crate) static FILTER: ObjectSpec = ObjectSpec {
-    fields: &[
-        f("name", Kind::Text),
-        f("filter", Kind::Text),
-        f("value", Kind::TextKeepEmpty),
-    ],
-};
-pub(crate) static AGGREGATION: ObjectSpec = ObjectSpec {
-    fields: &[f("field", Kind::Text), f("name", Kind::Text)],
-};
-pub(crate) static QUERY: ObjectSpec = ObjectSpec {
-    fields: &[
-        f("data_source", Kind::Text),
-        f("selections", Kind::Array(&Kind::Object(&SELECTION))),
-        f("filters", Kind::Array(&Kind::Object(&FILTER))),
-        f("aggregations", Kind::Array(&Kind::Object(&AGGREGATION))),
-    ],
-};
-pub(crate) static ANALYTICS: ObjectSpec = ObjectSpec {
-    fields: &[
-        f("service_key", Kind::Text),
-        f("group_name", Kind::Text),
-        f("start_timestamp", Kind::Text),
-        f("end_timestamp", Kind::Text),
-        f("query_requests", Kind::Array(&Kind::Object(&QUERY))),
-    ],
-};
 
 pub(crate) mod specs {
     //! The object specs, for building paths in validators.
@@ -162,10 +227,6 @@ pub(crate) mod specs {
         AGENT_ANALYTICS, ANALYTICS, GET_USAGE_CONFIG, INGEST, QUERY, USAGE_CONFIG, USER_PAGE,
     };
     pub(crate) use super::{AGGREGATION, FILTER, SELECTION};
-}
-
-impl Request for AnalyticsRequest {
-    const SPEC: &'static ObjectSpec = &ANALYTICS;
 }
 
 /// The answer of `Analytics`: one result per query request, in request order.
@@ -244,43 +305,11 @@ impl<'de> Deserialize<'de> for Item {
 // ---------------------------------------------------------------------------------------
 // UserPageAnalytics
 
-/// `POST /api/v1/UserPageAnalytics`: per-user activity.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserPageAnalyticsRequest {
-    /// The service key (Teams Read-only).
-    #[serde(default, alias = "serviceKey", skip_serializing_if = "Option::is_none")]
-    pub service_key: Option<String>,
-    /// Restricts to members of this group.
-    #[serde(default, alias = "groupName", skip_serializing_if = "Option::is_none")]
-    pub group_name: Option<String>,
-    /// RFC 3339; `activeDays` counts days in `[start, end)`.
-    #[serde(
-        default,
-        alias = "startTimestamp",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub start_timestamp: Option<String>,
-    /// RFC 3339.
-    #[serde(
-        default,
-        alias = "endTimestamp",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub end_timestamp: Option<String>,
-}
-
-pub(crate) static USER_PAGE: ObjectSpec = ObjectSpec {
-    fields: &[
-        f("service_key", Kind::Text),
-        f("group_name", Kind::Text),
-        f("start_timestamp", Kind::Text),
-        f("end_timestamp", Kind::Text),
-    ],
-};
-
-impl Request for UserPageAnalyticsRequest {
-    const SPEC: &'static ObjectSpec = &USER_PAGE;
+request! {
+    /// `POST /api/v1/UserPageAnalytics`: per-user activity.
+    ///
+    /// The group restricts the users listed; `activeDays` counts days in the period.
+    pub struct UserPageAnalyticsRequest as USER_PAGE, key "Teams Read-only", scoped {}
 }
 
 /// The answer of `UserPageAnalytics`.
@@ -335,91 +364,39 @@ pub struct UserStats {
 // ---------------------------------------------------------------------------------------
 // AgentAnalytics
 
-/// `POST /api/v1/AgentAnalytics`: agent lines, runs and tool usage.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentAnalyticsRequest {
-    /// The service key (Teams Read-only).
-    #[serde(default, alias = "serviceKey", skip_serializing_if = "Option::is_none")]
-    pub service_key: Option<String>,
-    /// Restricts to members of this group; not with `emails`.
-    #[serde(default, alias = "groupName", skip_serializing_if = "Option::is_none")]
-    pub group_name: Option<String>,
-    /// RFC 3339; records with `start <= time`.
-    #[serde(
-        default,
-        alias = "startTimestamp",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub start_timestamp: Option<String>,
-    /// RFC 3339; records with `time < end`.
-    #[serde(
-        default,
-        alias = "endTimestamp",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub end_timestamp: Option<String>,
-    /// Restricts to these users; not with `group_name`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub emails: Vec<String>,
-    /// `editor`, `plugin`; empty means both.
-    #[serde(default, alias = "ideTypes", skip_serializing_if = "Vec::is_empty")]
-    pub ide_types: Vec<Ident<IdeType>>,
-    /// One data source per object.
-    #[serde(
-        default,
-        alias = "queryRequests",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub query_requests: Vec<AgentQueryRequest>,
+request! {
+    /// `POST /api/v1/AgentAnalytics`: agent lines, runs and tool usage.
+    ///
+    /// The group (not with `emails`) restricts the users counted; the period the records,
+    /// `start <= time < end`.
+    pub struct AgentAnalyticsRequest as AGENT_ANALYTICS, key "Teams Read-only", scoped {
+        /// Restricts to these users; not with `group_name`.
+        emails: Vec<String> = Kind::Array(&Kind::TextKeepEmpty),
+        /// `editor`, `plugin`; empty means both.
+        ide_types | "ideTypes": Vec<Ident<IdeType>> = Kind::Array(&Kind::TextKeepEmpty),
+        /// One data source per object.
+        query_requests | "queryRequests": Vec<AgentQueryRequest> =
+            Kind::Array(&Kind::Object(&AGENT_QUERY)),
+    }
 }
 
-/// An empty JSON object, `{}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Empty {}
-
-/// One agent query: exactly one of the three sources, with the value `{}`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentQueryRequest {
-    /// Lines suggested and accepted per day.
-    #[serde(default, alias = "agentLines", skip_serializing_if = "Option::is_none")]
-    pub agent_lines: Option<Empty>,
-    /// Agent runs.
-    #[serde(default, alias = "agentRuns", skip_serializing_if = "Option::is_none")]
-    pub agent_runs: Option<Empty>,
-    /// Tool usage counts.
-    #[serde(
-        default,
-        alias = "agentToolUsage",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub agent_tool_usage: Option<Empty>,
+request! {
+    /// An empty JSON object, `{}`.
+    pub struct Empty as EMPTY {}
 }
 
-static EMPTY: ObjectSpec = ObjectSpec { fields: &[] };
-pub(crate) static AGENT_QUERY: ObjectSpec = ObjectSpec {
-    fields: &[
-        f("agent_lines", Kind::Marker(&EMPTY)),
-        f("agent_runs", Kind::Marker(&EMPTY)),
-        f("agent_tool_usage", Kind::Marker(&EMPTY)),
-    ],
-};
-pub(crate) static AGENT_ANALYTICS: ObjectSpec = ObjectSpec {
-    fields: &[
-        f("service_key", Kind::Text),
-        f("group_name", Kind::Text),
-        f("start_timestamp", Kind::Text),
-        f("end_timestamp", Kind::Text),
-        f("emails", Kind::Array(&Kind::TextKeepEmpty)),
-        f("ide_types", Kind::Array(&Kind::TextKeepEmpty)),
-        f("query_requests", Kind::Array(&Kind::Object(&AGENT_QUERY))),
-    ],
-};
+impl Copy for Empty {}
 
-impl Request for AgentAnalyticsRequest {
-    const SPEC: &'static ObjectSpec = &AGENT_ANALYTICS;
+request! {
+    /// One agent query: exactly one of the three sources, with the value `{}`.
+    pub struct AgentQueryRequest as AGENT_QUERY {
+        /// Lines suggested and accepted per day.
+        agent_lines | "agentLines": Option<Empty> = Kind::Marker(&EMPTY),
+        /// Agent runs.
+        agent_runs | "agentRuns": Option<Empty> = Kind::Marker(&EMPTY),
+        /// Tool usage counts.
+        agent_tool_usage | "agentToolUsage": Option<Empty> = Kind::Marker(&EMPTY),
+    }
 }
 
 /// The answer of `AgentAnalytics`.
@@ -428,6 +405,21 @@ pub struct AgentAnalyticsResponse {
     /// One element per query request.
     #[serde(rename = "queryResults", alias = "query_results", default)]
     pub query_results: Vec<AgentQueryResult>,
+}
+
+/// Declares the answer of one agent data source: an object holding the list of its entries
+/// under the source's own key (`{"agentRuns": [...]}`).
+macro_rules! agent_list {
+    ($(#[$meta:meta])* $name:ident { $(#[$fmeta:meta])* $field:ident: $entry:ty }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        pub struct $name {
+            $(#[$fmeta])*
+            #[serde(default)]
+            pub $field: Vec<$entry>,
+        }
+    };
 }
 
 /// The result of one agent query: the key of its data source.
@@ -445,13 +437,12 @@ pub struct AgentQueryResult {
     pub agent_tool_usage: Option<AgentToolUsage>,
 }
 
-/// `agentLines`: one entry per UTC day.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentLines {
-    /// The entries, ascending by day.
-    #[serde(default)]
-    pub agent_lines: Vec<AgentLinesEntry>,
+agent_list! {
+    /// `agentLines`: one entry per UTC day.
+    AgentLines {
+        /// The entries, ascending by day.
+        agent_lines: AgentLinesEntry
+    }
 }
 
 /// Lines suggested and accepted on one day.
@@ -462,29 +453,23 @@ pub struct AgentLinesEntry {
     #[serde(deserialize_with = "day")]
     pub day: Timestamp,
     /// Lines suggested.
-    #[serde(
-        default,
-        serialize_with = "lenient::as_string",
-        deserialize_with = "lenient::int"
-    )]
+    #[serde(default, with = "lenient::string_int")]
     pub lines_suggested: i64,
     /// Lines accepted (omitted when zero).
     #[serde(
         default,
-        serialize_with = "lenient::as_string",
-        deserialize_with = "lenient::int",
+        with = "lenient::string_int",
         skip_serializing_if = "lenient::is_zero"
     )]
     pub lines_accepted: i64,
 }
 
-/// `agentRuns`: one entry per run.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentRuns {
-    /// The entries, ascending by time then `agentId`.
-    #[serde(default)]
-    pub agent_runs: Vec<AgentRunEntry>,
+agent_list! {
+    /// `agentRuns`: one entry per run.
+    AgentRuns {
+        /// The entries, ascending by time then `agentId`.
+        agent_runs: AgentRunEntry
+    }
 }
 
 /// One agent run.
@@ -500,11 +485,7 @@ pub struct AgentRunEntry {
     /// Agent mode.
     pub mode: Ident<AgentMode>,
     /// Messages sent.
-    #[serde(
-        default,
-        serialize_with = "lenient::as_string",
-        deserialize_with = "lenient::int"
-    )]
+    #[serde(default, with = "lenient::string_int")]
     pub messages_sent: i64,
     /// Conversation id.
     #[serde(default)]
@@ -512,20 +493,18 @@ pub struct AgentRunEntry {
     /// Credits used in hundredths (omitted when zero).
     #[serde(
         default,
-        serialize_with = "lenient::as_string",
-        deserialize_with = "lenient::int",
+        with = "lenient::string_int",
         skip_serializing_if = "lenient::is_zero"
     )]
     pub prompts_used: i64,
 }
 
-/// `agentToolUsage`: one entry per tool.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentToolUsage {
-    /// The entries, by count descending then tool.
-    #[serde(default)]
-    pub agent_tool_usage: Vec<AgentToolUsageEntry>,
+agent_list! {
+    /// `agentToolUsage`: one entry per tool.
+    AgentToolUsage {
+        /// The entries, by count descending then tool.
+        agent_tool_usage: AgentToolUsageEntry
+    }
 }
 
 /// A tool and how often it was used.
@@ -535,11 +514,7 @@ pub struct AgentToolUsageEntry {
     /// Tool identifier.
     pub tool: String,
     /// Uses.
-    #[serde(
-        default,
-        serialize_with = "lenient::as_string",
-        deserialize_with = "lenient::int"
-    )]
+    #[serde(default, with = "lenient::string_int")]
     pub count: i64,
 }
 
@@ -554,35 +529,9 @@ fn day<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
 // ---------------------------------------------------------------------------------------
 // Caps and balance
 
-/// `POST /api/v1/GetUsageConfig`: the cap set at exactly one scope.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GetUsageConfigRequest {
-    /// The service key (Billing Read).
-    #[serde(default, alias = "serviceKey", skip_serializing_if = "Option::is_none")]
-    pub service_key: Option<String>,
-    /// Scope: the team (`true`; `false` means not given).
-    #[serde(default, alias = "teamLevel", skip_serializing_if = "Option::is_none")]
-    pub team_level: Option<bool>,
-    /// Scope: a group.
-    #[serde(default, alias = "groupId", skip_serializing_if = "Option::is_none")]
-    pub group_id: Option<String>,
-    /// Scope: one user.
-    #[serde(default, alias = "userEmail", skip_serializing_if = "Option::is_none")]
-    pub user_email: Option<String>,
-}
-
-pub(crate) static GET_USAGE_CONFIG: ObjectSpec = ObjectSpec {
-    fields: &[
-        f("service_key", Kind::Text),
-        f("team_level", Kind::Bool),
-        f("group_id", Kind::Text),
-        f("user_email", Kind::Text),
-    ],
-};
-
-impl Request for GetUsageConfigRequest {
-    const SPEC: &'static ObjectSpec = &GET_USAGE_CONFIG;
+request! {
+    /// `POST /api/v1/GetUsageConfig`: the cap set at exactly one scope.
+    pub struct GetUsageConfigRequest as GET_USAGE_CONFIG, key "Billing Read", cap_scope {}
 }
 
 /// The answer of `GetUsageConfig`: `{"addOnCreditCap": N}` or `{}` (no cap at that scope).
@@ -599,73 +548,24 @@ pub struct GetUsageConfigResponse {
     pub add_on_credit_cap: Option<i64>,
 }
 
-/// `POST /api/v1/UsageConfig`: sets or clears a cap at one scope.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UsageConfigRequest {
-    /// The service key (Billing Write).
-    #[serde(default, alias = "serviceKey", skip_serializing_if = "Option::is_none")]
-    pub service_key: Option<String>,
-    /// Action: clear the cap (`true`).
-    #[serde(
-        default,
-        alias = "clearAddOnCreditCap",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub clear_add_on_credit_cap: Option<bool>,
-    /// Action: set this cap (`0` is a cap of 0).
-    #[serde(
-        default,
-        alias = "setAddOnCreditCap",
-        deserialize_with = "lenient::opt_int",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub set_add_on_credit_cap: Option<i64>,
-    /// Scope: the team.
-    #[serde(default, alias = "teamLevel", skip_serializing_if = "Option::is_none")]
-    pub team_level: Option<bool>,
-    /// Scope: a group.
-    #[serde(default, alias = "groupId", skip_serializing_if = "Option::is_none")]
-    pub group_id: Option<String>,
-    /// Scope: one user.
-    #[serde(default, alias = "userEmail", skip_serializing_if = "Option::is_none")]
-    pub user_email: Option<String>,
-}
-
-pub(crate) static USAGE_CONFIG: ObjectSpec = ObjectSpec {
-    fields: &[
-        f("service_key", Kind::Text),
-        f("clear_add_on_credit_cap", Kind::Bool),
-        f("set_add_on_credit_cap", Kind::Int),
-        f("team_level", Kind::Bool),
-        f("group_id", Kind::Text),
-        f("user_email", Kind::Text),
-    ],
-};
-
-impl Request for UsageConfigRequest {
-    const SPEC: &'static ObjectSpec = &USAGE_CONFIG;
+request! {
+    /// `POST /api/v1/UsageConfig`: sets or clears a cap at one scope.
+    pub struct UsageConfigRequest as USAGE_CONFIG, key "Billing Write", cap_scope {
+        /// Action: clear the cap (`true`).
+        clear_add_on_credit_cap | "clearAddOnCreditCap": Option<bool> = Kind::Bool,
+        /// Action: set this cap (`0` is a cap of 0).
+        #[serde(deserialize_with = "lenient::opt_int")]
+        set_add_on_credit_cap | "setAddOnCreditCap": Option<i64> = Kind::Int,
+    }
 }
 
 /// The answer of `UsageConfig`: the empty message `{}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct UsageConfigResponse {}
 
-/// `POST /api/v1/GetTeamCreditBalance`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GetTeamCreditBalanceRequest {
-    /// The service key (Billing Read).
-    #[serde(default, alias = "serviceKey", skip_serializing_if = "Option::is_none")]
-    pub service_key: Option<String>,
-}
-
-static GET_BALANCE: ObjectSpec = ObjectSpec {
-    fields: &[f("service_key", Kind::Text)],
-};
-
-impl Request for GetTeamCreditBalanceRequest {
-    const SPEC: &'static ObjectSpec = &GET_BALANCE;
+request! {
+    /// `POST /api/v1/GetTeamCreditBalance`.
+    pub struct GetTeamCreditBalanceRequest as GET_BALANCE, key "Billing Read" {}
 }
 
 /// The answer of `GetTeamCreditBalance`: the current billing cycle.
@@ -693,31 +593,14 @@ pub struct GetTeamCreditBalanceResponse {
 // ---------------------------------------------------------------------------------------
 // Ingest (extension)
 
-/// `POST /api/v1/Ingest` (extension): loads records of one kind (contract section 8).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IngestRequest {
-    /// The service key (Usage Write).
-    #[serde(default, alias = "serviceKey", skip_serializing_if = "Option::is_none")]
-    pub service_key: Option<String>,
-    /// The record kind (`autocomplete`, `users`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// The records, as JSON objects.
-    #[serde(default)]
-    pub records: Vec<serde_json::Value>,
-}
-
-pub(crate) static INGEST: ObjectSpec = ObjectSpec {
-    fields: &[
-        f("service_key", Kind::Text),
-        f("kind", Kind::Text),
-        f("records", Kind::Array(&Kind::AnyObject)),
-    ],
-};
-
-impl Request for IngestRequest {
-    const SPEC: &'static ObjectSpec = &INGEST;
+request! {
+    /// `POST /api/v1/Ingest` (extension): loads records of one kind (contract section 8).
+    pub struct IngestRequest as INGEST, key "Usage Write" {
+        /// The record kind (`autocomplete`, `users`, …).
+        kind: Option<String> = Kind::Text,
+        /// The records, as JSON objects.
+        records: Vec<serde_json::Value> = Kind::Array(&Kind::AnyObject),
+    }
 }
 
 /// The answer of `Ingest`.
@@ -761,4 +644,97 @@ pub struct ErrorDetail {
     pub rule: String,
     /// What is wrong, naming the field, the value and the rule.
     pub message: String,
+}
+
+impl From<&crate::error::Violation> for ErrorDetail {
+    /// The wire form of a violation, an element of an error body's `details`.
+    fn from(v: &crate::error::Violation) -> ErrorDetail {
+        ErrorDetail {
+            path: v.path(),
+            rule: v.rule().as_str().to_string(),
+            message: v.message().to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alias_check_accepts_exactly_the_camel_case_spelling() {
+        assert!(alias_is_camel_case("service_key", &["serviceKey"]));
+        assert!(alias_is_camel_case(
+            "clear_add_on_credit_cap",
+            &["clearAddOnCreditCap"]
+        ));
+        assert!(alias_is_camel_case("field", &[]));
+        assert!(!alias_is_camel_case("service_key", &[]));
+        assert!(!alias_is_camel_case("service_key", &["servicekey"]));
+        assert!(!alias_is_camel_case("service_key", &["serviceKeys"]));
+        assert!(!alias_is_camel_case("service_key", &["serviceKe"]));
+        assert!(!alias_is_camel_case("field", &["field"]));
+        assert!(!alias_is_camel_case("group_id", &["groupId", "groupID"]));
+    }
+
+    /// Every field of every request reads the same from either spelling through serde alone
+    /// (not only through `decode`), and serializes under its snake_case name.
+    #[test]
+    fn both_spellings_through_serde() {
+        let camel = serde_json::json!({
+            "serviceKey": "k", "groupName": "g", "startTimestamp": "s", "endTimestamp": "e",
+            "queryRequests": [{"dataSource": "QUERY_DATA_SOURCE_USER_DATA",
+                "selections": [{"field": "f", "name": "n", "aggregationFunction": "QUERY_AGGREGATION_SUM"}],
+                "filters": [{"name": "f", "filter": "QUERY_FILTER_EQUAL", "value": ""}],
+                "aggregations": [{"field": "f", "name": "a"}]}]
+        });
+        let req: AnalyticsRequest = serde_json::from_value(camel).unwrap();
+        let snake = serde_json::to_value(&req).unwrap();
+        assert_eq!(
+            snake["query_requests"][0]["selections"][0]["aggregation_function"],
+            "QUERY_AGGREGATION_SUM"
+        );
+        assert_eq!(snake["service_key"], "k");
+        assert_eq!(snake["end_timestamp"], "e");
+        let back: AnalyticsRequest = serde_json::from_value(snake).unwrap();
+        assert_eq!(back, req);
+
+        let cap: UsageConfigRequest = serde_json::from_value(serde_json::json!({
+            "clearAddOnCreditCap": true, "setAddOnCreditCap": "7", "teamLevel": true,
+            "groupId": "g", "userEmail": "u"
+        }))
+        .unwrap();
+        assert_eq!(cap.set_add_on_credit_cap, Some(7));
+        assert_eq!(cap.clear_add_on_credit_cap, Some(true));
+        assert_eq!(
+            serde_json::to_value(GetUsageConfigRequest::default()).unwrap(),
+            serde_json::json!({})
+        );
+    }
+
+    /// The spec of each request names exactly the struct's fields, in declaration order.
+    #[test]
+    fn specs_list_the_struct_fields() {
+        let names: Vec<_> = USAGE_CONFIG.names().collect();
+        assert_eq!(
+            names,
+            [
+                "service_key",
+                "clear_add_on_credit_cap",
+                "set_add_on_credit_cap",
+                "team_level",
+                "group_id",
+                "user_email"
+            ]
+        );
+        let full = serde_json::to_value(AgentQueryRequest {
+            agent_lines: Some(Empty {}),
+            agent_runs: Some(Empty {}),
+            agent_tool_usage: Some(Empty {}),
+        })
+        .unwrap();
+        let keys: Vec<_> = full.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, AGENT_QUERY.names().collect::<Vec<_>>());
+        assert!(EMPTY.fields.is_empty());
+    }
 }
