@@ -2,8 +2,9 @@
 //!
 //! The reference server of the usage service: the six operations of the spec and
 //! `Ingest` over HTTP ([`http`]), service keys and rate limits ([`auth`]), storage behind
-//! async traits with a memory and a SQLite implementation ([`store`]), the demo data set
-//! ([`demo`]) and the `usage-server` command line ([`cli`]).
+//! async traits with three implementations, in memory, SQLite (the embedded default) and
+//! PostgreSQL ([`store`]), the demo data set ([`demo`]) and the `usage-server` command
+//! line ([`cli`]).
 //!
 //! Run a server in-process (tests do this on an ephemeral port):
 //!

@@ -1,9 +1,9 @@
 //! The HTTP layer: one catch-all route, the contract's check order (section 2), request
 //! ids, body limits, and graceful shutdown.
 //!
-//! Every request goes through [`handle`]: path (404) → method (405) → size (413) →
+//! Every request goes through `handle`: path (404) → method (405) → size (413) →
 //! `Content-Type` (415) → JSON syntax and kinds (400) → key (401) → rate (429) →
-//! permission (403) → validation (400) → names (404). The operations are in [`ops`].
+//! permission (403) → validation (400) → names (404). The operations are in `ops`.
 
 mod ops;
 
