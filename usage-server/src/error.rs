@@ -23,6 +23,8 @@ pub enum Code {
     NotFound,
     /// 405: method not allowed on the path.
     MethodNotAllowed,
+    /// 408: the body did not arrive in time (section 11).
+    RequestTimeout,
     /// 413: body over the limit.
     PayloadTooLarge,
     /// 415: `Content-Type` not `application/json`.
@@ -44,6 +46,7 @@ impl Code {
             Code::PermissionDenied => (StatusCode::FORBIDDEN, "permission_denied"),
             Code::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             Code::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            Code::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             Code::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Code::UnsupportedMediaType => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")

@@ -400,6 +400,7 @@ async fn serve(store: Arc<dyn Store>, args: ServeArgs) -> Result<(), Failure> {
             burst: args.rate_burst,
         },
         poll_interval: Duration::from_secs(1),
+        timeouts: http::Timeouts::default(),
     };
     http::serve(store, config, listener, shutdown_signal()).await;
     tracing::info!("stopped");

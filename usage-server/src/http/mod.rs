@@ -5,7 +5,10 @@
 //! `Content-Type` (415) → JSON syntax and kinds (400) → key (401) → rate (429) →
 //! permission (403) → validation (400) → names (404). The operations are in `ops`.
 
+mod conn;
 mod ops;
+
+pub use conn::Timeouts;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -45,6 +48,8 @@ pub struct Config {
     pub rate: RateConfig,
     /// How often the store is polled for changes made by other processes.
     pub poll_interval: Duration,
+    /// Slow and idle clients (contract section 11).
+    pub timeouts: Timeouts,
 }
 
 impl Default for Config {
@@ -55,6 +60,7 @@ impl Default for Config {
             max_ingest_bytes: 16 << 20,
             rate: RateConfig::default(),
             poll_interval: Duration::from_secs(1),
+            timeouts: Timeouts::default(),
         }
     }
 }
@@ -163,7 +169,7 @@ fn valid_request_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
-fn set_request_id(res: &mut Response, rid: &str) {
+pub(crate) fn set_request_id(res: &mut Response, rid: &str) {
     if let Ok(v) = HeaderValue::from_str(rid) {
         res.headers_mut().insert("x-request-id", v);
     }
@@ -232,8 +238,8 @@ where
     B: Buf,
 {
     if path == "/healthz" {
-        if method != Method::GET {
-            return Err(method_not_allowed(method, path, "GET"));
+        if method != Method::GET && method != Method::HEAD {
+            return Err(method_not_allowed(method, path, "GET, HEAD"));
         }
         return match app.store.health().await {
             Ok(()) => Ok(json_response(&serde_json::json!({"status": "ok"}))),
@@ -261,7 +267,7 @@ where
     } else {
         app.config.max_body_bytes
     };
-    let bytes = read_body(headers, body, limit).await?;
+    let bytes = read_body(headers, body, limit, &app.config.timeouts).await?;
     check_content_type(headers)?;
     ops::dispatch(app, op, &bytes, headers, cx).await
 }
@@ -298,7 +304,12 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-async fn read_body<S, B>(headers: &HeaderMap, body: S, limit: usize) -> Result<Bytes, ApiError>
+async fn read_body<S, B>(
+    headers: &HeaderMap,
+    body: S,
+    limit: usize,
+    timeouts: &Timeouts,
+) -> Result<Bytes, ApiError>
 where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
@@ -320,7 +331,22 @@ where
     let mut buf = BytesMut::with_capacity(declared.map_or(0, |n| n.min(limit as u64) as usize));
     let mut seen = 0usize;
     let mut body = std::pin::pin!(body);
-    while let Some(chunk) = body.next().await {
+    let deadline = tokio::time::Instant::now() + timeouts.body_total;
+    loop {
+        let wait = timeouts
+            .body_progress
+            .min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        let Ok(next) = tokio::time::timeout(wait, body.next()).await else {
+            return Err(ApiError::new(
+                Code::RequestTimeout,
+                format!(
+                    "the body did not arrive in time: it must make progress every {}s and end within {}s of the headers",
+                    timeouts.body_progress.as_secs(),
+                    timeouts.body_total.as_secs()
+                ),
+            ));
+        };
+        let Some(chunk) = next else { break };
         let mut chunk = chunk.map_err(|e| {
             ApiError::invalid(&[usage_core::Violation::new(
                 usage_core::JsonPath::root(),
@@ -388,14 +414,12 @@ pub async fn serve(
             }
         })
     };
+    let timeouts = config.timeouts;
     let app = Arc::new(App::new(store.clone(), config));
     let mut stop = rx.clone();
-    let server = warp::serve(routes(app))
-        .incoming(listener)
-        .graceful(async move {
-            let _ = stop.wait_for(|v| *v).await;
-        });
-    let run = server.run();
+    let run = conn::serve(listener, warp::service(routes(app)), timeouts, async move {
+        let _ = stop.wait_for(|v| *v).await;
+    });
     let mut stop = rx;
     tokio::select! {
         () = run => {}

@@ -46,7 +46,7 @@ async fn paths_and_methods() {
     }
     let r = env.send(env.client.post(env.url("/healthz"))).await;
     r.error(405, "method_not_allowed");
-    assert_eq!(r.headers["allow"], "GET");
+    assert_eq!(r.headers["allow"], "GET, HEAD");
     let r = env.send(env.client.get(env.url("/healthz"))).await;
     assert_eq!(r.ok(), &json!({"status": "ok"}));
     // A query string is ignored.
