@@ -3,9 +3,13 @@
 
 use std::sync::Arc;
 
+use super::schema::migrations;
 use super::*;
-use usage_core::eval::TeamData;
-use usage_core::plan::Limits;
+use crate::store::{CapStore, NewTeam, RecordStore, TeamStore};
+use usage_core::eval::{EvalError, TeamData};
+use usage_core::plan::{CapScope, Limits};
+use usage_core::schema::Plan;
+use usage_core::time::Timestamp;
 
 /// The URL of the test database (env `USAGE_TEST_POSTGRES` overrides the default).
 pub(crate) fn base_url() -> String {

@@ -1,0 +1,127 @@
+//! [`CapStore`] on PostgreSQL: add-on credit caps and their audit log.
+
+use async_trait::async_trait;
+use usage_core::plan::{CapAction, CapScope};
+use usage_core::time::Timestamp;
+
+use super::{PgStore, pg_err, unstorable};
+use crate::store::{AuditEntry, CapStore, StoreError, StoreResult};
+
+fn scope_parts(s: &CapScope) -> (&'static str, &str) {
+    match s {
+        CapScope::Team => ("team", ""),
+        CapScope::Group(g) => ("group", g),
+        CapScope::User(u) => ("user", u),
+    }
+}
+
+fn scope_from(kind: &str, value: String) -> CapScope {
+    match kind {
+        "group" => CapScope::Group(value),
+        "user" => CapScope::User(value),
+        _ => CapScope::Team,
+    }
+}
+
+#[async_trait]
+impl CapStore for PgStore {
+    async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
+        let (k, v) = scope_parts(scope);
+        if unstorable(v) {
+            return Ok(None);
+        }
+        let c = self.client().await?;
+        let r = c
+            .query_opt(
+                "SELECT cap FROM caps WHERE team_id = $1 AND scope_kind = $2 AND scope_value = $3",
+                &[&team, &k, &v],
+            )
+            .await
+            .map_err(pg_err)?;
+        Ok(r.map(|r| r.get(0)))
+    }
+
+    async fn change_cap(
+        &self,
+        team: &str,
+        scope: &CapScope,
+        action: CapAction,
+        key_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(pg_err)?;
+        Self::team_exists(&tx, team).await?;
+        let (k, v) = scope_parts(scope);
+        if unstorable(v) {
+            return Err(StoreError::Internal(format!(
+                "a cap scope holds U+0000: {}",
+                scope.label()
+            )));
+        }
+        // Changes of one scope are serialized, so the audit log's `old` is exact.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext($1 || '/' || $2 || '/' || $3))",
+            &[&team, &k, &v],
+        )
+        .await
+        .map_err(pg_err)?;
+        let old: Option<i64> = tx
+            .query_opt(
+                "SELECT cap FROM caps WHERE team_id = $1 AND scope_kind = $2 AND scope_value = $3",
+                &[&team, &k, &v],
+            )
+            .await
+            .map_err(pg_err)?
+            .map(|r| r.get(0));
+        let new = match action {
+            CapAction::Set(n) => {
+                tx.execute(
+                    "INSERT INTO caps (team_id, scope_kind, scope_value, cap) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (team_id, scope_kind, scope_value) DO UPDATE SET cap = EXCLUDED.cap",
+                    &[&team, &k, &v, &n],
+                )
+                .await
+                .map_err(pg_err)?;
+                Some(n)
+            }
+            CapAction::Clear => {
+                tx.execute(
+                    "DELETE FROM caps WHERE team_id = $1 AND scope_kind = $2 AND scope_value = $3",
+                    &[&team, &k, &v],
+                )
+                .await
+                .map_err(pg_err)?;
+                None
+            }
+        };
+        tx.execute(
+            "INSERT INTO audit (team_id, time, key_id, scope_kind, scope_value, old, new) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[&team, &now.0, &key_id, &k, &v, &old, &new],
+        )
+        .await
+        .map_err(pg_err)?;
+        tx.commit().await.map_err(pg_err)
+    }
+
+    async fn audit(&self, team: &str) -> StoreResult<Vec<AuditEntry>> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT time, key_id, scope_kind, scope_value, old, new FROM audit WHERE team_id = $1 ORDER BY id",
+                &[&team],
+            )
+            .await
+            .map_err(pg_err)?;
+        Ok(rows
+            .iter()
+            .map(|r| AuditEntry {
+                time: Timestamp(r.get(0)),
+                key_id: r.get(1),
+                scope: scope_from(r.get::<_, &str>(2), r.get(3)),
+                old: r.get(4),
+                new: r.get(5),
+            })
+            .collect())
+    }
+}
