@@ -10,6 +10,7 @@ pub mod billing;
 pub mod conformance;
 pub mod memory;
 pub mod postgres;
+mod shared;
 pub mod sqlite;
 
 use std::sync::Arc;

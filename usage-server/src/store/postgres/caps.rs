@@ -1,26 +1,28 @@
 //! [`CapStore`] on PostgreSQL: add-on credit caps and their audit log.
 
 use async_trait::async_trait;
+use deadpool_postgres::GenericClient;
 use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
 use super::{PgStore, pg_err, unstorable};
+use crate::store::shared::{scope_from, scope_parts};
 use crate::store::{AuditEntry, CapStore, StoreError, StoreResult};
 
-fn scope_parts(s: &CapScope) -> (&'static str, &str) {
-    match s {
-        CapScope::Team => ("team", ""),
-        CapScope::Group(g) => ("group", g),
-        CapScope::User(u) => ("user", u),
-    }
-}
-
-fn scope_from(kind: &str, value: String) -> CapScope {
-    match kind {
-        "group" => CapScope::Group(value),
-        "user" => CapScope::User(value),
-        _ => CapScope::Team,
-    }
+/// The cap set at exactly this scope (its two columns, from [`scope_parts`]).
+async fn cap_at(
+    c: &impl GenericClient,
+    team: &str,
+    (k, v): (&str, &str),
+) -> StoreResult<Option<i64>> {
+    let r = c
+        .query_opt(
+            "SELECT cap FROM caps WHERE team_id = $1 AND scope_kind = $2 AND scope_value = $3",
+            &[&team, &k, &v],
+        )
+        .await
+        .map_err(pg_err)?;
+    Ok(r.map(|r| r.get(0)))
 }
 
 #[async_trait]
@@ -31,14 +33,7 @@ impl CapStore for PgStore {
             return Ok(None);
         }
         let c = self.client().await?;
-        let r = c
-            .query_opt(
-                "SELECT cap FROM caps WHERE team_id = $1 AND scope_kind = $2 AND scope_value = $3",
-                &[&team, &k, &v],
-            )
-            .await
-            .map_err(pg_err)?;
-        Ok(r.map(|r| r.get(0)))
+        cap_at(&c, team, (k, v)).await
     }
 
     async fn change_cap(
@@ -66,14 +61,7 @@ impl CapStore for PgStore {
         )
         .await
         .map_err(pg_err)?;
-        let old: Option<i64> = tx
-            .query_opt(
-                "SELECT cap FROM caps WHERE team_id = $1 AND scope_kind = $2 AND scope_value = $3",
-                &[&team, &k, &v],
-            )
-            .await
-            .map_err(pg_err)?
-            .map(|r| r.get(0));
+        let old = cap_at(&tx, team, (k, v)).await?;
         let new = match action {
             CapAction::Set(n) => {
                 tx.execute(

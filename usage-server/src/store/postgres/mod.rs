@@ -41,6 +41,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 
+use super::shared::closed;
 use super::{Store, StoreError, StoreResult};
 use sql::{Param, Statement};
 
@@ -148,7 +149,7 @@ impl PgStore {
 
     async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
         if self.closed.load(Ordering::Acquire) {
-            return Err(StoreError::Unavailable("the store is closed".into()));
+            return Err(closed());
         }
         self.pool.get().await.map_err(pool_err)
     }

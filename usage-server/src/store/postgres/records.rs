@@ -17,6 +17,7 @@ use usage_core::wire::{
 
 use super::dialect::Postgres;
 use super::{PgStore, pg_err, refs, rows, sql, stats, text_rows, unstorable};
+use crate::store::shared::{ingested, stream, written_whole};
 use crate::store::{RecordStore, RecordStream, StoreError, StoreResult, prepare};
 
 /// Records written per statement by imports and ingests.
@@ -27,6 +28,17 @@ fn decode_err(e: rows::DecodeError) -> StoreError {
 }
 
 impl PgStore {
+    /// Whether `sql` (`$1` the team, `$2` a name) finds a row; a name holding U+0000 finds
+    /// none.
+    async fn found(&self, sql: &str, team: &str, name: &str) -> StoreResult<bool> {
+        if unstorable(name) {
+            return Ok(false);
+        }
+        let c = self.client().await?;
+        let r = c.query_opt(sql, &[&team, &name]).await.map_err(pg_err)?;
+        Ok(r.is_some())
+    }
+
     async fn group_exists(c: &impl GenericClient, team: &str, name: &str) -> StoreResult<()> {
         if unstorable(name) {
             return Err(StoreError::Eval(EvalError::GroupNotFound(name.to_string())));
@@ -261,9 +273,7 @@ impl PgStore {
             .map_err(pg_err)?;
         let mut stream = Some(records);
         let mut n = 0u64;
-        let whole = std::ptr::eq(kind, &records::USERS)
-            || std::ptr::eq(kind, &records::GROUPS)
-            || std::ptr::eq(kind, &records::BILLING);
+        let whole = written_whole(kind);
         loop {
             // Pull the next chunk off the (blocking) stream on the blocking pool.
             let take = if whole { usize::MAX } else { CHUNK };
@@ -333,10 +343,10 @@ impl PgStore {
 #[async_trait]
 impl RecordStore for PgStore {
     async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
-        let kind = batch.kind;
-        self.write(team, kind, Box::new(batch.records.into_iter().map(Ok)), now)
-            .await?
-            .ok_or_else(|| StoreError::Internal("a validated batch was refused".into()))
+        ingested(
+            self.write(team, batch.kind, stream(batch.records), now)
+                .await?,
+        )
     }
 
     async fn import(
@@ -437,33 +447,21 @@ impl RecordStore for PgStore {
     }
 
     async fn has_group_id(&self, team: &str, group_id: &str) -> StoreResult<bool> {
-        if unstorable(group_id) {
-            return Ok(false);
-        }
-        let c = self.client().await?;
-        let r = c
-            .query_opt(
-                "SELECT 1 FROM groups WHERE team_id = $1 AND group_id = $2",
-                &[&team, &group_id],
-            )
-            .await
-            .map_err(pg_err)?;
-        Ok(r.is_some())
+        self.found(
+            "SELECT 1 FROM groups WHERE team_id = $1 AND group_id = $2",
+            team,
+            group_id,
+        )
+        .await
     }
 
     async fn has_user(&self, team: &str, email: &str) -> StoreResult<bool> {
-        if unstorable(email) {
-            return Ok(false);
-        }
-        let c = self.client().await?;
-        let r = c
-            .query_opt(
-                "SELECT 1 FROM users WHERE team_id = $1 AND email = $2",
-                &[&team, &email],
-            )
-            .await
-            .map_err(pg_err)?;
-        Ok(r.is_some())
+        self.found(
+            "SELECT 1 FROM users WHERE team_id = $1 AND email = $2",
+            team,
+            email,
+        )
+        .await
     }
 
     async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>> {

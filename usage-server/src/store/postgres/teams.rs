@@ -1,10 +1,10 @@
 //! [`TeamStore`] on PostgreSQL: teams and their service keys.
 
 use async_trait::async_trait;
-use usage_core::schema::Permission;
 use usage_core::time::Timestamp;
 
 use super::{PgStore, pg_err};
+use crate::store::shared::{key_info, permissions_text};
 use crate::store::{
     Billing, KeyInfo, KeyRecord, NewTeam, StoreError, StoreResult, Team, TeamStore,
 };
@@ -54,10 +54,9 @@ impl TeamStore for PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(pg_err)?;
         Self::team_exists(&tx, &key.team_id).await?;
-        let perms: Vec<&str> = key.permissions.iter().map(|p| p.as_str()).collect();
         tx.execute(
             "INSERT INTO keys (id, team_id, name, hash, permissions, created) VALUES ($1, $2, $3, $4, $5, $6)",
-            &[&key.key_id, &key.team_id, &key.name, &&key.hash[..], &perms.join(","), &key.created.0],
+            &[&key.key_id, &key.team_id, &key.name, &&key.hash[..], &permissions_text(&key.permissions), &key.created.0],
         )
         .await
         .map_err(pg_err)?;
@@ -73,19 +72,7 @@ impl TeamStore for PgStore {
             )
             .await
             .map_err(pg_err)?;
-        Ok(row.and_then(|r| {
-            let h: Vec<u8> = r.get(2);
-            Some(KeyInfo {
-                key_id: r.get(0),
-                team_id: r.get(1),
-                hash: h.try_into().ok()?,
-                permissions: r
-                    .get::<_, String>(3)
-                    .split(',')
-                    .filter_map(|p| p.parse::<Permission>().ok())
-                    .collect(),
-            })
-        }))
+        Ok(row.and_then(|r| key_info(r.get(0), r.get(1), r.get(2), r.get(3))))
     }
 
     async fn revoke_key(&self, key_id: &str) -> StoreResult<()> {

@@ -1,46 +1,31 @@
 //! [`CapStore`] on SQLite: add-on credit caps and their audit log.
 
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
 use super::{SqliteStore, bump, db_err, team_exists};
+use crate::store::shared::{scope_from, scope_parts};
 use crate::store::{AuditEntry, CapStore, StoreResult};
 
-fn scope_parts(s: &CapScope) -> (&'static str, &str) {
-    match s {
-        CapScope::Team => ("team", ""),
-        CapScope::Group(g) => ("group", g),
-        CapScope::User(u) => ("user", u),
-    }
-}
-
-fn scope_from(kind: &str, value: String) -> CapScope {
-    match kind {
-        "group" => CapScope::Group(value),
-        "user" => CapScope::User(value),
-        _ => CapScope::Team,
-    }
+/// The cap set at exactly this scope (its two columns, from [`scope_parts`]).
+fn cap_at(conn: &Connection, team: &str, (k, v): (&str, &str)) -> StoreResult<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT cap FROM caps WHERE team_id = ?1 AND scope_kind = ?2 AND scope_value = ?3",
+    )
+    .map_err(db_err)?
+    .query_row(params![team, k, v], |r| r.get(0))
+    .optional()
+    .map_err(db_err)
 }
 
 #[async_trait]
 impl CapStore for SqliteStore {
     async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
         let (team, scope) = (team.to_string(), scope.clone());
-        self.blocking(move |i| {
-            i.with(|conn| {
-                let (k, v) = scope_parts(&scope);
-                conn.prepare_cached(
-                    "SELECT cap FROM caps WHERE team_id = ?1 AND scope_kind = ?2 AND scope_value = ?3",
-                )
-                .map_err(db_err)?
-                .query_row(params![team, k, v], |r| r.get(0))
-                .optional()
-                .map_err(db_err)
-            })
-        })
-        .await
+        self.blocking(move |i| i.with(|conn| cap_at(conn, &team, scope_parts(&scope))))
+            .await
     }
 
     async fn change_cap(
@@ -59,14 +44,7 @@ impl CapStore for SqliteStore {
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(db_err)?;
                 team_exists(&tx, &team)?;
-                let old: Option<i64> = tx
-                    .query_row(
-                        "SELECT cap FROM caps WHERE team_id = ?1 AND scope_kind = ?2 AND scope_value = ?3",
-                        params![team, k, v],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                    .map_err(db_err)?;
+                let old = cap_at(&tx, &team, (k, v))?;
                 let new = match action {
                     CapAction::Set(n) => {
                         tx.execute(

@@ -31,6 +31,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction};
 use usage_core::eval::TeamData;
 
+use super::shared::{closed, poisoned};
 use super::{Store, StoreError, StoreResult};
 use schema::apply_migrations;
 
@@ -47,10 +48,6 @@ fn db_err(e: rusqlite::Error) -> StoreError {
         ) => StoreError::Unavailable(e.to_string()),
         _ => StoreError::Internal(e.to_string()),
     }
-}
-
-fn poisoned<T>(_: T) -> StoreError {
-    StoreError::Internal("a lock was poisoned".into())
 }
 
 /// One team's records in memory and the change counter they reflect.
@@ -113,7 +110,7 @@ impl Inner {
     fn conn(&self) -> StoreResult<MutexGuard<'_, Option<Connection>>> {
         let g = self.conn.lock().map_err(poisoned)?;
         if g.is_none() {
-            return Err(StoreError::Unavailable("the store is closed".into()));
+            return Err(closed());
         }
         Ok(g)
     }
@@ -126,9 +123,7 @@ impl Inner {
 
     fn with_loader<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
         let g = self.loader.lock().map_err(poisoned)?;
-        let conn = g
-            .as_ref()
-            .ok_or_else(|| StoreError::Unavailable("the store is closed".into()))?;
+        let conn = g.as_ref().ok_or_else(closed)?;
         f(conn)
     }
 }

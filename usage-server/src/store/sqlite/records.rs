@@ -10,12 +10,13 @@ use usage_core::JsonPath;
 use usage_core::eval::TeamData;
 use usage_core::load::{Batch, Record, parse_record};
 use usage_core::plan::{AgentPlan, AnalyticsPlan, Limits, UserPagePlan};
-use usage_core::schema::records::{BILLING, GROUPS, RecordKind, USERS};
+use usage_core::schema::records::{BILLING, RecordKind};
 use usage_core::time::Timestamp;
 use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
 
 use super::billing::{read_billing, write_billing};
-use super::{Cached, Inner, SqliteStore, bump, db_err, poisoned, team_exists};
+use super::{Cached, Inner, SqliteStore, bump, db_err, team_exists};
+use crate::store::shared::{ingested, poisoned, stream, written_whole};
 use crate::store::{RecordStore, RecordStream, StoreError, StoreResult, answer, prepare};
 
 fn decode_row(kind: &str, body: &str) -> StoreResult<(&'static RecordKind, Record)> {
@@ -144,10 +145,7 @@ impl Inner {
         let mut guard = self.conn()?;
         let conn = guard.as_mut().expect("checked by conn()");
         team_exists(conn, team)?;
-        let needs_all = std::ptr::eq(kind, &USERS)
-            || std::ptr::eq(kind, &GROUPS)
-            || std::ptr::eq(kind, &BILLING);
-        if needs_all {
+        if written_whole(kind) {
             let mut all = Vec::new();
             for r in records.by_ref() {
                 match r {
@@ -174,7 +172,7 @@ impl Inner {
             }
             let people = Self::people(conn, team)?;
             let batch = prepare(&people, &Batch { kind, records: all }, now)?;
-            records = Box::new(batch.records.into_iter().map(Ok));
+            records = stream(batch.records);
         }
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -224,17 +222,8 @@ impl Inner {
 impl RecordStore for SqliteStore {
     async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
         let team = team.to_string();
-        self.blocking(move |i| {
-            let kind = batch.kind;
-            let n = i.write(
-                &team,
-                kind,
-                Box::new(batch.records.into_iter().map(Ok)),
-                now,
-            )?;
-            n.ok_or_else(|| StoreError::Internal("a validated batch was refused".into()))
-        })
-        .await
+        self.blocking(move |i| ingested(i.write(&team, batch.kind, stream(batch.records), now)?))
+            .await
     }
 
     async fn import(

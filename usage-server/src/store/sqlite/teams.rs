@@ -2,11 +2,11 @@
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
-use usage_core::schema::Permission;
 use usage_core::time::Timestamp;
 
 use super::billing::write_billing;
 use super::{SqliteStore, bump, db_err, team_exists};
+use crate::store::shared::{key_info, permissions_text};
 use crate::store::{
     Billing, KeyInfo, KeyRecord, NewTeam, StoreError, StoreResult, Team, TeamStore,
 };
@@ -67,10 +67,9 @@ impl TeamStore for SqliteStore {
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(db_err)?;
                 team_exists(&tx, &key.team_id)?;
-                let perms: Vec<&str> = key.permissions.iter().map(|p| p.as_str()).collect();
                 tx.execute(
                     "INSERT INTO keys (id, team_id, name, hash, permissions, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![key.key_id, key.team_id, key.name, &key.hash[..], perms.join(","), key.created.0],
+                    params![key.key_id, key.team_id, key.name, &key.hash[..], permissions_text(&key.permissions), key.created.0],
                 )
                 .map_err(db_err)?;
                 bump(&tx)?;
@@ -92,17 +91,8 @@ impl TeamStore for SqliteStore {
                     .query_row([&hash[..]], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                     .optional()
                     .map_err(db_err)?;
-                Ok(row.and_then(|(key_id, team_id, h, perms)| {
-                    let hash: [u8; 32] = h.try_into().ok()?;
-                    Some(KeyInfo {
-                        key_id,
-                        team_id,
-                        hash,
-                        permissions: perms
-                            .split(',')
-                            .filter_map(|p| p.parse::<Permission>().ok())
-                            .collect(),
-                    })
+                Ok(row.and_then(|(key_id, team_id, hash, perms)| {
+                    key_info(key_id, team_id, hash, &perms)
                 }))
             })
         })
