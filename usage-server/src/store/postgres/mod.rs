@@ -1,9 +1,9 @@
 //! The PostgreSQL store (`postgres://…`): every trait on one database that several server
 //! instances share, with queries pushed down to SQL.
 //!
-//! - Tables: one per record kind, generated from usage-core's record tables
-//!   ([`sql::create_tables`]), plus users, groups, memberships, teams, keys, billing, caps
-//!   and the audit log. Every team-owned table is keyed by `team_id` first and every
+//! - Tables: one per record kind, and the users, groups and memberships tables, generated
+//!   from usage-core's record tables ([`sql::create_tables`]), plus teams, keys, billing,
+//!   caps and the audit log. Every team-owned table is keyed by `team_id` first and every
 //!   statement filters by it (ready for Citus, distributed by team; `teams` and `keys` are
 //!   small lookup tables that Citus would hold as reference tables).
 //! - Queries: each validated plan becomes one parameterized statement per query
@@ -17,12 +17,14 @@
 //!
 //! One file per concern, mirroring the store traits (and named as in the SQLite store):
 //! `schema.rs` (migrations), `teams.rs` (teams and keys), `caps.rs` (caps and the audit
-//! log), `billing.rs` and `records.rs` (ingest, import and queries). This file holds the
-//! store, its pool, the error mapping and the [`Store`] impl.
+//! log), `billing.rs` and `records.rs` (ingest, import and queries); `people.rs` generates
+//! and runs the SQL of the users and groups tables. This file holds the store, its pool,
+//! the error mapping and the [`Store`] impl.
 
 mod billing;
 mod caps;
 pub mod dialect;
+mod people;
 mod records;
 pub mod rows;
 mod schema;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
-use usage_core::eval::{EvalError, TeamData};
+use usage_core::eval::EvalError;
 use usage_core::load::{Batch, FieldValue, Record};
 use usage_core::plan::{AgentPlan, AnalyticsPlan, Limits, UserPagePlan};
 use usage_core::schema::records::{self, RecordKind, RecordType};
@@ -16,7 +16,7 @@ use usage_core::wire::{
 };
 
 use super::dialect::Postgres;
-use super::{PgStore, pg_err, refs, rows, sql, stats, text_rows, unstorable};
+use super::{PgStore, people, pg_err, refs, rows, sql, stats, text_rows, unstorable};
 use crate::store::shared::{ingested, stream, written_whole};
 use crate::store::{RecordStore, RecordStream, StoreError, StoreResult, prepare};
 
@@ -54,116 +54,6 @@ impl PgStore {
             Some(_) => Ok(()),
             None => Err(StoreError::Eval(EvalError::GroupNotFound(name.to_string()))),
         }
-    }
-
-    /// The team's users and groups as records, for the checks of section 8.
-    async fn people(c: &impl GenericClient, team: &str) -> StoreResult<TeamData> {
-        let mut data = TeamData::new();
-        let groups = c
-            .query(
-                "SELECT group_id, group_name FROM groups WHERE team_id = $1",
-                &[&team],
-            )
-            .await
-            .map_err(pg_err)?
-            .iter()
-            .map(|r| {
-                let text = |i: usize| FieldValue::Text(r.get::<_, String>(i));
-                Record::from_values(&records::GROUPS, vec![text(0), text(1)])
-            })
-            .collect();
-        data.apply(&Batch {
-            kind: &records::GROUPS,
-            records: groups,
-        });
-        let users = c
-            .query(
-                "SELECT u.email, u.name, u.api_key, u.team_status, u.disable_vendor, u.signup_time, \
-                 ARRAY(SELECT m.group_id FROM user_groups m WHERE m.team_id = u.team_id AND m.email = u.email ORDER BY m.group_id) \
-                 FROM users u WHERE u.team_id = $1",
-                &[&team],
-            )
-            .await
-            .map_err(pg_err)?
-            .iter()
-            .map(|r| {
-                let opt_text = |v: Option<String>| v.map_or(FieldValue::Absent, FieldValue::Text);
-                Record::from_values(
-                    &records::USERS,
-                    vec![
-                        FieldValue::Text(r.get(0)),
-                        FieldValue::Text(r.get(1)),
-                        FieldValue::Text(r.get(2)),
-                        opt_text(r.get(3)),
-                        r.get::<_, Option<bool>>(4).map_or(FieldValue::Absent, FieldValue::Bool),
-                        FieldValue::Groups(r.get(6)),
-                        FieldValue::Time(Timestamp(r.get(5))),
-                    ],
-                )
-            })
-            .collect();
-        data.apply(&Batch {
-            kind: &records::USERS,
-            records: users,
-        });
-        Ok(data)
-    }
-
-    /// Upserts users one by one (few, and their memberships with them).
-    async fn write_users(c: &impl GenericClient, team: &str, users: &[Record]) -> StoreResult<()> {
-        for u in users {
-            let groups = match u.get("groups") {
-                FieldValue::Groups(g) => g.clone(),
-                _ => Vec::new(),
-            };
-            c.execute(
-                "INSERT INTO users (team_id, email, name, api_key, team_status, disable_vendor, signup_time) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (team_id, email) DO UPDATE SET name = EXCLUDED.name, \
-                 api_key = EXCLUDED.api_key, team_status = EXCLUDED.team_status, disable_vendor = EXCLUDED.disable_vendor, \
-                 signup_time = EXCLUDED.signup_time",
-                &[
-                    &team,
-                    &u.text("email"),
-                    &u.text("name"),
-                    &u.text("api_key"),
-                    &u.get("team_status").as_text(),
-                    &u.get("disable_vendor").as_bool(),
-                    &u.get("signup_time").as_time().unwrap_or_default().0,
-                ],
-            )
-            .await
-            .map_err(pg_err)?;
-            c.execute(
-                "DELETE FROM user_groups WHERE team_id = $1 AND email = $2",
-                &[&team, &u.text("email")],
-            )
-            .await
-            .map_err(pg_err)?;
-            c.execute(
-                "INSERT INTO user_groups (team_id, email, group_id) SELECT $1, $2, g FROM UNNEST($3::text[]) g ON CONFLICT DO NOTHING",
-                &[&team, &u.text("email"), &groups],
-            )
-            .await
-            .map_err(pg_err)?;
-        }
-        Ok(())
-    }
-
-    async fn write_groups(
-        c: &impl GenericClient,
-        team: &str,
-        groups: &[Record],
-    ) -> StoreResult<()> {
-        for g in groups {
-            c.execute(
-                "INSERT INTO groups (team_id, group_id, group_name) VALUES ($1, $2, $3) \
-                 ON CONFLICT (team_id, group_id) DO UPDATE SET group_name = EXCLUDED.group_name",
-                &[&team, &g.text("group_id"), &g.text("group_name")],
-            )
-            .await
-            .map_err(pg_err)?;
-        }
-        Ok(())
     }
 
     /// Upserts usage records of one kind; a later record with an earlier one's identity
@@ -313,20 +203,16 @@ impl PgStore {
                 }
                 Self::write_billing(&tx, team, &b).await?;
             } else if whole {
-                let people = Self::people(&tx, team).await?;
+                let stored = people::load(&tx, team).await?;
                 let batch = prepare(
-                    &people,
+                    &stored,
                     &Batch {
                         kind,
                         records: chunk,
                     },
                     now,
                 )?;
-                if std::ptr::eq(kind, &records::USERS) {
-                    Self::write_users(&tx, team, &batch.records).await?;
-                } else {
-                    Self::write_groups(&tx, team, &batch.records).await?;
-                }
+                people::write(&tx, team, kind, &batch.records).await?;
             } else {
                 Self::write_usage(&tx, team, kind, &chunk).await?;
             }

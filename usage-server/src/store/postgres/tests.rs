@@ -377,3 +377,66 @@ async fn tool_usage_ties_on_clamped_counts_order_by_tool() {
         .collect();
     assert_eq!(tools, ["x", "y"]);
 }
+
+#[tokio::test]
+async fn users_and_groups_read_back_field_by_field() {
+    use usage_core::JsonPath;
+    use usage_core::load::{Batch, parse_record};
+    use usage_core::schema::records;
+
+    let schema = Schema::new("people").await;
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    let team = store
+        .create_team(
+            NewTeam {
+                name: "p".into(),
+                plan: Plan::Enterprise,
+                seats: 1,
+                credits_per_seat: 1,
+            },
+            Timestamp(0),
+        )
+        .await
+        .unwrap()
+        .id;
+    let now = Timestamp::parse_rfc3339("2025-05-20T10:00:00Z").unwrap();
+    // Every field given, and every optional one absent (group ids sorted: the store lists
+    // them in order).
+    let batches = [
+        (
+            &records::GROUPS,
+            serde_json::json!([{"group_id": "g1", "group_name": "One"},
+                               {"group_id": "g2", "group_name": "Two"}]),
+        ),
+        (
+            &records::USERS,
+            serde_json::json!([
+                {"email": "a@x", "name": "A", "api_key": "ka",
+                 "team_status": "USER_TEAM_STATUS_PENDING", "disable_vendor": true,
+                 "groups": ["g1", "g2"], "signup_time": "2024-01-02T03:04:05Z"},
+                {"email": "b@x", "name": "B", "api_key": "kb", "groups": []},
+            ]),
+        ),
+    ];
+    let mut model = TeamData::new();
+    for (kind, values) in batches {
+        let batch = Batch {
+            kind,
+            records: values
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| parse_record(kind, v, &JsonPath::root()).unwrap())
+                .collect(),
+        };
+        model.apply(&model.prepare(&batch, now).unwrap());
+        store.ingest(&team, batch, now).await.unwrap();
+    }
+    let c = store.client().await.unwrap();
+    let loaded = super::people::load(&c, &team).await.unwrap();
+    for kind in [&records::USERS, &records::GROUPS] {
+        let got: Vec<_> = loaded.records(kind).collect();
+        let want: Vec<_> = model.records(kind).collect();
+        assert_eq!(got, want, "{}", kind.name);
+    }
+}
