@@ -74,6 +74,23 @@ impl Drop for Schema {
     }
 }
 
+/// A new team of `store` (enterprise plan, one seat); returns its id.
+async fn new_team(store: &PgStore) -> String {
+    store
+        .create_team(
+            NewTeam {
+                name: "t".into(),
+                plan: Plan::Enterprise,
+                seats: 1,
+                credits_per_seat: 1,
+            },
+            Timestamp(0),
+        )
+        .await
+        .unwrap()
+        .id
+}
+
 #[tokio::test]
 async fn migrations_apply_once_even_when_two_instances_start_together() {
     let schema = Schema::new("mig").await;
@@ -260,19 +277,7 @@ async fn filter_values_holding_nul_compare_as_bytes() {
     use usage_core::testing::{Choices, Pool};
     let schema = Schema::new("nul").await;
     let store = PgStore::open(&schema.url()).await.unwrap();
-    let team = store
-        .create_team(
-            NewTeam {
-                name: "n".into(),
-                plan: Plan::Enterprise,
-                seats: 1,
-                credits_per_seat: 1,
-            },
-            Timestamp(0),
-        )
-        .await
-        .unwrap()
-        .id;
+    let team = new_team(&store).await;
     let data = build_dataset(
         &Pool::default(),
         &mut Choices::new((0..400).map(|i| i * 7 + 3).collect()),
@@ -327,19 +332,7 @@ async fn filter_values_holding_nul_compare_as_bytes() {
 async fn tool_usage_ties_on_clamped_counts_order_by_tool() {
     let schema = Schema::new("tool").await;
     let store = PgStore::open(&schema.url()).await.unwrap();
-    let team = store
-        .create_team(
-            NewTeam {
-                name: "n".into(),
-                plan: Plan::Enterprise,
-                seats: 1,
-                credits_per_seat: 1,
-            },
-            Timestamp(0),
-        )
-        .await
-        .unwrap()
-        .id;
+    let team = new_team(&store).await;
     let rec = |tool: &str, day: &str, count: i64| serde_json::json!({"api_key": "k", "day": day, "ide_type": "editor", "tool": tool, "count": count});
     // y's exact sum is larger, but both answers show i64::MAX: the tie orders by tool.
     let req = usage_core::wire::IngestRequest {
@@ -386,19 +379,7 @@ async fn users_and_groups_read_back_field_by_field() {
 
     let schema = Schema::new("people").await;
     let store = PgStore::open(&schema.url()).await.unwrap();
-    let team = store
-        .create_team(
-            NewTeam {
-                name: "p".into(),
-                plan: Plan::Enterprise,
-                seats: 1,
-                credits_per_seat: 1,
-            },
-            Timestamp(0),
-        )
-        .await
-        .unwrap()
-        .id;
+    let team = new_team(&store).await;
     let now = Timestamp::parse_rfc3339("2025-05-20T10:00:00Z").unwrap();
     // Every field given, and every optional one absent (group ids sorted: the store lists
     // them in order).
