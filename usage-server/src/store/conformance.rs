@@ -1,6 +1,7 @@
 //! One conformance suite for every store: each function takes a fresh, empty store and
-//! panics on the first difference from the expected behaviour. `memory.rs` and
-//! `sqlite.rs` run it in their tests; a new store runs it too.
+//! panics on the first difference from the expected behaviour. The memory, SQLite
+//! (`sqlite/tests.rs`) and PostgreSQL (`postgres/tests.rs`) stores run it in their tests;
+//! a new store runs it too.
 
 use serde_json::json;
 use usage_core::JsonPath;

@@ -11,6 +11,7 @@ use usage_core::schema::records::{BILLING, RecordKind};
 use usage_core::time::Timestamp;
 use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
 
+use super::shared::{closed, poisoned};
 use super::{
     AuditEntry, Billing, BillingStore, CapStore, KeyInfo, KeyRecord, NewTeam, RecordStore,
     RecordStream, Store, StoreError, StoreResult, Team, TeamStore, answer, prepare,
@@ -40,12 +41,9 @@ impl MemoryStore {
     }
 
     fn meta(&self) -> StoreResult<MutexGuard<'_, Meta>> {
-        let m = self
-            .meta
-            .lock()
-            .map_err(|_| StoreError::Internal("a lock was poisoned".into()))?;
+        let m = self.meta.lock().map_err(poisoned)?;
         if m.closed {
-            return Err(StoreError::Unavailable("the store is closed".into()));
+            return Err(closed());
         }
         Ok(m)
     }
@@ -54,10 +52,7 @@ impl MemoryStore {
         if !self.meta()?.teams.iter().any(|t| t.id == team) {
             return Err(StoreError::UnknownTeam(team.to_string()));
         }
-        let data = self
-            .data
-            .read()
-            .map_err(|_| StoreError::Internal("a lock was poisoned".into()))?;
+        let data = self.data.read().map_err(poisoned)?;
         data.get(team)
             .cloned()
             .ok_or_else(|| StoreError::UnknownTeam(team.to_string()))
@@ -65,9 +60,7 @@ impl MemoryStore {
 
     fn read<T>(&self, team: &str, f: impl FnOnce(&TeamData) -> StoreResult<T>) -> StoreResult<T> {
         let d = self.team(team)?;
-        let g = d
-            .read()
-            .map_err(|_| StoreError::Internal("a lock was poisoned".into()))?;
+        let g = d.read().map_err(poisoned)?;
         f(&g)
     }
 
@@ -85,9 +78,7 @@ impl MemoryStore {
             return Ok(n);
         }
         let d = self.team(team)?;
-        let mut g = d
-            .write()
-            .map_err(|_| StoreError::Internal("a lock was poisoned".into()))?;
+        let mut g = d.write().map_err(poisoned)?;
         let prepared = prepare(&g, &batch, now)?;
         g.apply(&prepared);
         Ok(n)
@@ -111,7 +102,7 @@ impl TeamStore for MemoryStore {
         );
         self.data
             .write()
-            .map_err(|_| StoreError::Internal("a lock was poisoned".into()))?
+            .map_err(poisoned)?
             .insert(id, Arc::default());
         Ok(t)
     }

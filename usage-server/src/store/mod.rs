@@ -4,12 +4,17 @@
 //!
 //! Record queries take validated plans and answer them, so a store may evaluate them in
 //! memory (the memory and SQLite stores keep one [`TeamData`] per team) or push them down
-//! to SQL. Every method is scoped by a team id: no name resolves outside its team.
+//! to SQL (the PostgreSQL store). Every method is scoped by a team id: no name resolves
+//! outside its team.
+//!
+//! The durable stores are folders with one file per trait (`schema`, `teams`, `caps`,
+//! `billing`, `records`); what both do alike lives once, in `shared.rs`.
 
 pub mod billing;
 pub mod conformance;
 pub mod memory;
 pub mod postgres;
+mod shared;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -252,10 +257,12 @@ pub async fn effective_cap(
         .map(|c| (c, "team".to_string())))
 }
 
-/// Opens the store named by a `--store` value: `memory:`, `sqlite:PATH`.
+/// Opens the store named by a `--store` value: `memory:`, `sqlite:PATH`, or a PostgreSQL
+/// URL (`postgres://…` or `postgresql://…`).
 ///
 /// # Errors
-/// An unknown scheme, `postgres://` (not built yet), or a store that cannot be opened.
+/// An unknown scheme, `sqlite:` without a path, or a store that cannot be opened (a file
+/// that cannot be opened or migrated, a database that cannot be reached or migrated).
 pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
     if spec == "memory:" || spec == "memory" {
         return Ok(Arc::new(memory::MemoryStore::new()));

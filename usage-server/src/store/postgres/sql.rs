@@ -1,6 +1,6 @@
-//! SQL generated from the schema tables: DDL of every record kind, upserts, and one
-//! parameterized statement per validated query (contract section 3), for engines behind
-//! a [`Dialect`]. Every table is keyed by `team_id` first and every statement is filtered
+//! SQL generated from the schema tables: DDL of every record kind (the users and groups
+//! tables come from `people.rs`), and one parameterized statement per validated query
+//! (contract section 3), for engines behind a [`Dialect`]. Every table is keyed by `team_id` first and every statement is filtered
 //! by it (Citus: distributed by team).
 
 use std::fmt::Write;
@@ -10,7 +10,7 @@ use usage_core::schema::records::{KINDS, RecordKind, RecordType};
 use usage_core::schema::{Agg, Expr, FieldRef, FilterOp, ValueType};
 use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR};
 
-use super::dialect::Dialect;
+use super::dialect::{Dialect, Types};
 
 /// A statement parameter.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,14 +57,7 @@ pub fn create_tables(d: &dyn Dialect) -> Vec<String> {
     for kind in KINDS.iter().filter(|k| has_table(k)) {
         let mut cols = vec![format!("team_id {} NOT NULL", t.text)];
         for f in kind.fields {
-            let ty = match f.ty {
-                RecordType::Text | RecordType::Enum(_) => t.text,
-                RecordType::Hour | RecordType::Timestamp | RecordType::Day | RecordType::Count => {
-                    t.int
-                }
-                RecordType::Bool => t.boolean,
-                RecordType::GroupIds => t.text,
-            };
+            let ty = column_type(&t, f.ty);
             let null = if f.required || f.name == "id" {
                 " NOT NULL"
             } else {
@@ -103,24 +96,18 @@ pub fn create_tables(d: &dyn Dialect) -> Vec<String> {
             quote(time)
         ));
     }
-    out.push(format!(
-        "CREATE TABLE IF NOT EXISTS users (team_id {tx} NOT NULL, email {tx} NOT NULL, name {tx} NOT NULL, api_key {tx} NOT NULL, \
-         team_status {tx}, disable_vendor {b}, signup_time {i} NOT NULL, PRIMARY KEY (team_id, email), \
-         CONSTRAINT users_api_key UNIQUE (team_id, api_key) DEFERRABLE INITIALLY DEFERRED)",
-        tx = t.text,
-        b = t.boolean,
-        i = t.int
-    ));
-
-    out.push(format!(
-        "CREATE TABLE IF NOT EXISTS groups (team_id {tx} NOT NULL, group_id {tx} NOT NULL, group_name {tx} NOT NULL, PRIMARY KEY (team_id, group_id))",
-        tx = t.text
-    ));
-    out.push(format!(
-        "CREATE TABLE IF NOT EXISTS user_groups (team_id {tx} NOT NULL, email {tx} NOT NULL, group_id {tx} NOT NULL, PRIMARY KEY (team_id, email, group_id))",
-        tx = t.text
-    ));
+    out.extend(super::people::create_tables(d));
     out
+}
+
+/// The DDL type of a record field's column.
+pub fn column_type(t: &Types, ty: RecordType) -> &'static str {
+    match ty {
+        RecordType::Text | RecordType::Enum(_) => t.text,
+        RecordType::Hour | RecordType::Timestamp | RecordType::Day | RecordType::Count => t.int,
+        RecordType::Bool => t.boolean,
+        RecordType::GroupIds => t.text,
+    }
 }
 
 /// How a result column becomes a value.

@@ -3,9 +3,13 @@
 
 use std::sync::Arc;
 
+use super::schema::migrations;
 use super::*;
-use usage_core::eval::TeamData;
-use usage_core::plan::Limits;
+use crate::store::{CapStore, NewTeam, RecordStore, TeamStore};
+use usage_core::eval::{EvalError, TeamData};
+use usage_core::plan::{CapScope, Limits};
+use usage_core::schema::Plan;
+use usage_core::time::Timestamp;
 
 /// The URL of the test database (env `USAGE_TEST_POSTGRES` overrides the default).
 pub(crate) fn base_url() -> String {
@@ -68,6 +72,23 @@ impl Drop for Schema {
         })
         .join();
     }
+}
+
+/// A new team of `store` (enterprise plan, one seat); returns its id.
+async fn new_team(store: &PgStore) -> String {
+    store
+        .create_team(
+            NewTeam {
+                name: "t".into(),
+                plan: Plan::Enterprise,
+                seats: 1,
+                credits_per_seat: 1,
+            },
+            Timestamp(0),
+        )
+        .await
+        .unwrap()
+        .id
 }
 
 #[tokio::test]
@@ -256,19 +277,7 @@ async fn filter_values_holding_nul_compare_as_bytes() {
     use usage_core::testing::{Choices, Pool};
     let schema = Schema::new("nul").await;
     let store = PgStore::open(&schema.url()).await.unwrap();
-    let team = store
-        .create_team(
-            NewTeam {
-                name: "n".into(),
-                plan: Plan::Enterprise,
-                seats: 1,
-                credits_per_seat: 1,
-            },
-            Timestamp(0),
-        )
-        .await
-        .unwrap()
-        .id;
+    let team = new_team(&store).await;
     let data = build_dataset(
         &Pool::default(),
         &mut Choices::new((0..400).map(|i| i * 7 + 3).collect()),
@@ -323,19 +332,7 @@ async fn filter_values_holding_nul_compare_as_bytes() {
 async fn tool_usage_ties_on_clamped_counts_order_by_tool() {
     let schema = Schema::new("tool").await;
     let store = PgStore::open(&schema.url()).await.unwrap();
-    let team = store
-        .create_team(
-            NewTeam {
-                name: "n".into(),
-                plan: Plan::Enterprise,
-                seats: 1,
-                credits_per_seat: 1,
-            },
-            Timestamp(0),
-        )
-        .await
-        .unwrap()
-        .id;
+    let team = new_team(&store).await;
     let rec = |tool: &str, day: &str, count: i64| serde_json::json!({"api_key": "k", "day": day, "ide_type": "editor", "tool": tool, "count": count});
     // y's exact sum is larger, but both answers show i64::MAX: the tie orders by tool.
     let req = usage_core::wire::IngestRequest {
@@ -372,4 +369,55 @@ async fn tool_usage_ties_on_clamped_counts_order_by_tool() {
         .map(|e| e.tool.clone())
         .collect();
     assert_eq!(tools, ["x", "y"]);
+}
+
+#[tokio::test]
+async fn users_and_groups_read_back_field_by_field() {
+    use usage_core::JsonPath;
+    use usage_core::load::{Batch, parse_record};
+    use usage_core::schema::records;
+
+    let schema = Schema::new("people").await;
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    let team = new_team(&store).await;
+    let now = Timestamp::parse_rfc3339("2025-05-20T10:00:00Z").unwrap();
+    // Every field given, and every optional one absent (group ids sorted: the store lists
+    // them in order).
+    let batches = [
+        (
+            &records::GROUPS,
+            serde_json::json!([{"group_id": "g1", "group_name": "One"},
+                               {"group_id": "g2", "group_name": "Two"}]),
+        ),
+        (
+            &records::USERS,
+            serde_json::json!([
+                {"email": "a@x", "name": "A", "api_key": "ka",
+                 "team_status": "USER_TEAM_STATUS_PENDING", "disable_vendor": true,
+                 "groups": ["g1", "g2"], "signup_time": "2024-01-02T03:04:05Z"},
+                {"email": "b@x", "name": "B", "api_key": "kb", "groups": []},
+            ]),
+        ),
+    ];
+    let mut model = TeamData::new();
+    for (kind, values) in batches {
+        let batch = Batch {
+            kind,
+            records: values
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| parse_record(kind, v, &JsonPath::root()).unwrap())
+                .collect(),
+        };
+        model.apply(&model.prepare(&batch, now).unwrap());
+        store.ingest(&team, batch, now).await.unwrap();
+    }
+    let c = store.client().await.unwrap();
+    let loaded = super::people::load(&c, &team).await.unwrap();
+    for kind in [&records::USERS, &records::GROUPS] {
+        let got: Vec<_> = loaded.records(kind).collect();
+        let want: Vec<_> = model.records(kind).collect();
+        assert_eq!(got, want, "{}", kind.name);
+    }
 }

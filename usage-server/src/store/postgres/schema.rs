@@ -1,0 +1,70 @@
+//! The PostgreSQL schema: its migrations, applied at open under an advisory lock.
+
+use usage_core::time::Timestamp;
+
+use super::dialect::Postgres;
+use super::{PgStore, pg_err, sql};
+use crate::store::StoreResult;
+
+/// The advisory lock that serializes migrations across instances.
+const MIGRATION_LOCK: i64 = 0x7573_6167_655f_6d67;
+
+pub(super) fn migrations() -> Vec<String> {
+    let mut first = sql::create_tables(&Postgres);
+    first.push(
+        "CREATE TABLE IF NOT EXISTS teams (id TEXT PRIMARY KEY, name TEXT NOT NULL, created BIGINT NOT NULL)".into(),
+    );
+    first.push(
+        "CREATE TABLE IF NOT EXISTS keys (id TEXT PRIMARY KEY, team_id TEXT NOT NULL REFERENCES teams (id), name TEXT, \
+         hash BYTEA NOT NULL UNIQUE, permissions TEXT NOT NULL, created BIGINT NOT NULL, revoked BIGINT)"
+            .into(),
+    );
+    first.push(
+        "CREATE TABLE IF NOT EXISTS billing (team_id TEXT PRIMARY KEY, plan TEXT NOT NULL, num_seats BIGINT NOT NULL, \
+         prompt_credits_per_seat BIGINT NOT NULL, add_on_credits_available BIGINT NOT NULL, \
+         add_on_credits_used BIGINT NOT NULL, cycle_start BIGINT NOT NULL, cycle_end BIGINT NOT NULL)"
+            .into(),
+    );
+    first.push(
+        "CREATE TABLE IF NOT EXISTS caps (team_id TEXT NOT NULL, scope_kind TEXT NOT NULL, scope_value TEXT NOT NULL, \
+         cap BIGINT NOT NULL, PRIMARY KEY (team_id, scope_kind, scope_value))"
+            .into(),
+    );
+    first.push(
+        "CREATE TABLE IF NOT EXISTS audit (team_id TEXT NOT NULL, id BIGSERIAL, time BIGINT NOT NULL, key_id TEXT NOT NULL, \
+         scope_kind TEXT NOT NULL, scope_value TEXT NOT NULL, old BIGINT, new BIGINT, PRIMARY KEY (team_id, id))"
+            .into(),
+    );
+    vec![first.join(";\n")]
+}
+
+impl PgStore {
+    pub(super) async fn apply_migrations(&self) -> StoreResult<u32> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(pg_err)?;
+        tx.batch_execute(&format!(
+            "SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); \
+             CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied BIGINT NOT NULL)"
+        ))
+        .await
+        .map_err(pg_err)?;
+        let done: i64 = tx
+            .query_one("SELECT COUNT(*) FROM schema_migrations", &[])
+            .await
+            .map_err(pg_err)?
+            .get(0);
+        let mut applied = 0;
+        for (i, m) in migrations().iter().enumerate().skip(done as usize) {
+            tx.batch_execute(m).await.map_err(pg_err)?;
+            tx.execute(
+                "INSERT INTO schema_migrations (version, applied) VALUES ($1, $2)",
+                &[&(i as i32 + 1), &Timestamp::now().0],
+            )
+            .await
+            .map_err(pg_err)?;
+            applied += 1;
+        }
+        tx.commit().await.map_err(pg_err)?;
+        Ok(applied)
+    }
+}

@@ -1,0 +1,136 @@
+//! What the durable stores (SQLite and PostgreSQL) share, so that both store and read the
+//! same values the same way: a cap scope as its two columns, a key's permissions as text,
+//! the billing row's columns, which record kinds are written whole, and how an ingest goes
+//! through the import path. Each store keeps only its own SQL and driver calls.
+
+use usage_core::load::Record;
+use usage_core::plan::CapScope;
+use usage_core::schema::records::{self, RecordKind};
+use usage_core::schema::{Permission, Plan};
+use usage_core::time::Timestamp;
+
+use super::{Billing, KeyInfo, RecordStream, StoreError, StoreResult};
+
+/// A cap scope as its `(scope_kind, scope_value)` columns; the team scope's value is `""`.
+pub(crate) fn scope_parts(s: &CapScope) -> (&'static str, &str) {
+    match s {
+        CapScope::Team => ("team", ""),
+        CapScope::Group(g) => ("group", g),
+        CapScope::User(u) => ("user", u),
+    }
+}
+
+/// A cap scope from its `(scope_kind, scope_value)` columns (the inverse of
+/// [`scope_parts`]).
+pub(crate) fn scope_from(kind: &str, value: String) -> CapScope {
+    match kind {
+        "group" => CapScope::Group(value),
+        "user" => CapScope::User(value),
+        _ => CapScope::Team,
+    }
+}
+
+/// A key's permissions as stored in `keys.permissions`: their names joined by commas.
+pub(crate) fn permissions_text(permissions: &[Permission]) -> String {
+    let names: Vec<&str> = permissions.iter().map(|p| p.as_str()).collect();
+    names.join(",")
+}
+
+/// A stored key (`id`, `team_id`, `hash`, `permissions`) as [`KeyInfo`]: `None` when the
+/// stored hash is not 32 bytes; names that are no permission are dropped.
+pub(crate) fn key_info(
+    key_id: String,
+    team_id: String,
+    hash: Vec<u8>,
+    permissions: &str,
+) -> Option<KeyInfo> {
+    let hash: [u8; 32] = hash.try_into().ok()?;
+    Some(KeyInfo {
+        key_id,
+        team_id,
+        hash,
+        permissions: permissions
+            .split(',')
+            .filter_map(|p| p.parse::<Permission>().ok())
+            .collect(),
+    })
+}
+
+/// The columns of the `billing` table after `team_id`, in the order of [`billing_row`] and
+/// [`billing_from_row`].
+pub(crate) const BILLING_COLUMNS: [&str; 7] = [
+    "plan",
+    "num_seats",
+    "prompt_credits_per_seat",
+    "add_on_credits_available",
+    "add_on_credits_used",
+    "cycle_start",
+    "cycle_end",
+];
+
+/// A billing state as the values of [`BILLING_COLUMNS`]: the plan's name, then the six
+/// numbers (times in microseconds).
+pub(crate) fn billing_row(b: &Billing) -> (&'static str, [i64; 6]) {
+    (
+        b.plan.as_str(),
+        [
+            b.num_seats,
+            b.prompt_credits_per_seat,
+            b.add_on_credits_available,
+            b.add_on_credits_used,
+            b.cycle_start.0,
+            b.cycle_end.0,
+        ],
+    )
+}
+
+/// A billing state read back from a row of [`BILLING_COLUMNS`]: `plan` (an unknown name
+/// reads as `pro`) and `number(i)`, the number in column `i` (1 to 6).
+///
+/// # Errors
+/// The first error of `number`.
+pub(crate) fn billing_from_row<E>(
+    plan: &str,
+    mut number: impl FnMut(usize) -> Result<i64, E>,
+) -> Result<Billing, E> {
+    Ok(Billing {
+        plan: plan.parse().unwrap_or(Plan::Pro),
+        num_seats: number(1)?,
+        prompt_credits_per_seat: number(2)?,
+        add_on_credits_available: number(3)?,
+        add_on_credits_used: number(4)?,
+        cycle_start: Timestamp(number(5)?),
+        cycle_end: Timestamp(number(6)?),
+    })
+}
+
+/// Whether records of this kind are written whole, after reading what is stored: users
+/// and groups (their rules, section 8, read the stored ones) and billing (applied to the
+/// stored row). Other kinds stream in chunks.
+pub(crate) fn written_whole(kind: &RecordKind) -> bool {
+    std::ptr::eq(kind, &records::USERS)
+        || std::ptr::eq(kind, &records::GROUPS)
+        || std::ptr::eq(kind, &records::BILLING)
+}
+
+/// Records known to be valid (a validated batch) as a stream for the import path, which
+/// ingest shares.
+pub(crate) fn stream(records: Vec<Record>) -> RecordStream {
+    Box::new(records.into_iter().map(Ok))
+}
+
+/// The import path's answer to a validated batch, as ingest's: it holds no bad record,
+/// so a refusal is a broken invariant.
+pub(crate) fn ingested(written: Option<u64>) -> StoreResult<u64> {
+    written.ok_or_else(|| StoreError::Internal("a validated batch was refused".into()))
+}
+
+/// The error of every call on a closed store.
+pub(crate) fn closed() -> StoreError {
+    StoreError::Unavailable("the store is closed".into())
+}
+
+/// The error of a poisoned lock (a thread panicked holding it).
+pub(crate) fn poisoned<T>(_: T) -> StoreError {
+    StoreError::Internal("a lock was poisoned".into())
+}

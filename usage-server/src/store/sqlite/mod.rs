@@ -1,0 +1,246 @@
+//! `sqlite:PATH`: the embedded durable store.
+//!
+//! Teams, keys, caps, the audit log and billing are read from SQLite on every call, so a
+//! change made by another process (an admin command, a second server) is seen at once.
+//! Usage records are stored as JSON rows, loaded into one [`TeamData`] per team and kept
+//! current by [`Store::refresh`]: every write bumps a change counter (`meta.version`)
+//! and stamps its rows and its team with it, so a reader only re-reads the rows of teams
+//! that changed. WAL mode lets several processes share the file; `synchronous=FULL`
+//! makes every acknowledged write durable. All work runs on the blocking pool.
+//!
+//! One file per concern, mirroring the store traits (and named as in the PostgreSQL
+//! store): `schema.rs` (migrations), `teams.rs` (teams and keys), `caps.rs` (caps and the
+//! audit log), `billing.rs` and `records.rs` (ingest, import, and queries over the cached
+//! records). This file holds the store, its connections and the [`Store`] impl.
+
+mod billing;
+mod caps;
+mod records;
+mod schema;
+mod teams;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction};
+use usage_core::eval::TeamData;
+
+use super::shared::{closed, poisoned};
+use super::{Store, StoreError, StoreResult};
+use schema::apply_migrations;
+
+fn db_err(e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(
+            ErrorCode::DatabaseBusy
+            | ErrorCode::DatabaseLocked
+            | ErrorCode::CannotOpen
+            | ErrorCode::SystemIoFailure
+            | ErrorCode::DiskFull
+            | ErrorCode::ReadOnly
+            | ErrorCode::NotADatabase,
+        ) => StoreError::Unavailable(e.to_string()),
+        _ => StoreError::Internal(e.to_string()),
+    }
+}
+
+/// One team's records in memory and the change counter they reflect.
+struct Cached {
+    data: RwLock<TeamData>,
+    seq: Mutex<i64>,
+}
+
+struct Inner {
+    /// Writes and metadata reads.
+    conn: Mutex<Option<Connection>>,
+    /// Loading records into the cache.
+    loader: Mutex<Option<Connection>>,
+    cache: RwLock<HashMap<String, Arc<Cached>>>,
+    seen_version: AtomicI64,
+    applied_at_open: u32,
+}
+
+/// The SQLite store.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+/// Bumps the change counter; returns the new version.
+fn bump(tx: &Transaction<'_>) -> StoreResult<i64> {
+    tx.query_row(
+        "UPDATE meta SET value = value + 1 WHERE key = 'version' RETURNING value",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(db_err)
+}
+
+fn team_exists(conn: &Connection, team: &str) -> StoreResult<()> {
+    let found: Option<i64> = conn
+        .query_row("SELECT 1 FROM teams WHERE id = ?1", [team], |r| r.get(0))
+        .optional()
+        .map_err(db_err)?;
+    found
+        .map(|_| ())
+        .ok_or_else(|| StoreError::UnknownTeam(team.to_string()))
+}
+
+fn open_conn(path: &Path) -> StoreResult<Connection> {
+    let conn = Connection::open(path).map_err(db_err)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(db_err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(db_err)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(db_err)?;
+    // A 64 MiB page cache: a large import then rarely spills dirty pages early.
+    conn.pragma_update(None, "cache_size", -65_536)
+        .map_err(db_err)?;
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(conn)
+}
+
+impl Inner {
+    fn conn(&self) -> StoreResult<MutexGuard<'_, Option<Connection>>> {
+        let g = self.conn.lock().map_err(poisoned)?;
+        if g.is_none() {
+            return Err(closed());
+        }
+        Ok(g)
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let mut g = self.conn()?;
+        let c = g.as_mut().expect("checked by conn()");
+        f(c)
+    }
+
+    fn with_loader<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let g = self.loader.lock().map_err(poisoned)?;
+        let conn = g.as_ref().ok_or_else(closed)?;
+        f(conn)
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and applies its migrations.
+    ///
+    /// # Errors
+    /// When the file cannot be opened or migrated.
+    pub async fn open(path: &Path) -> StoreResult<SqliteStore> {
+        let path = path.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = open_conn(&path)?;
+            let applied = apply_migrations(&mut conn)?;
+            let loader = open_conn(&path)?;
+            Ok(SqliteStore {
+                inner: Arc::new(Inner {
+                    conn: Mutex::new(Some(conn)),
+                    loader: Mutex::new(Some(loader)),
+                    cache: RwLock::new(HashMap::new()),
+                    seen_version: AtomicI64::new(-1),
+                    applied_at_open: applied,
+                }),
+            })
+        })
+        .await
+        .map_err(|e| StoreError::Internal(e.to_string()))?
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| StoreError::Internal(format!("store task failed: {e}")))?
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn health(&self) -> StoreResult<()> {
+        self.blocking(|i| {
+            i.with(|conn| {
+                conn.query_row("SELECT value FROM meta WHERE key = 'version'", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .map(|_| ())
+                .map_err(db_err)
+            })
+        })
+        .await
+    }
+
+    async fn migrate(&self) -> StoreResult<u32> {
+        self.blocking(|i| {
+            let more = i.with(apply_migrations)?;
+            Ok(i.applied_at_open + more)
+        })
+        .await
+    }
+
+    async fn refresh(&self) -> StoreResult<()> {
+        self.blocking(|i| {
+            let version: i64 = i.with(|conn| {
+                conn.query_row("SELECT value FROM meta WHERE key = 'version'", [], |r| {
+                    r.get(0)
+                })
+                .map_err(db_err)
+            })?;
+            if version == i.seen_version.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let teams: Vec<(String, i64)> = i.with(|conn| {
+                let mut stmt = conn
+                    .prepare_cached("SELECT id, seq FROM teams")
+                    .map_err(db_err)?;
+                let rows = stmt
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(db_err)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(db_err)
+            })?;
+            for (team, seq) in teams {
+                let cached = i.cache.read().map_err(poisoned)?.get(&team).cloned();
+                match cached {
+                    Some(c) => {
+                        if *c.seq.lock().map_err(poisoned)? < seq {
+                            i.catch_up(&team, &c)?;
+                        }
+                    }
+                    None => {
+                        i.cached(&team)?;
+                    }
+                }
+            }
+            i.seen_version.store(version, Ordering::Release);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn preload(&self) -> StoreResult<()> {
+        self.refresh().await
+    }
+
+    async fn close(&self) -> StoreResult<()> {
+        self.blocking(|i| {
+            for slot in [&i.loader, &i.conn] {
+                let conn = slot.lock().map_err(poisoned)?.take();
+                if let Some(c) = conn {
+                    c.close().map_err(|(_, e)| db_err(e))?;
+                }
+            }
+            i.cache.write().map_err(poisoned)?.clear();
+            Ok(())
+        })
+        .await
+    }
+}

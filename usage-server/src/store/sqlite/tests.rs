@@ -1,0 +1,77 @@
+//! Tests of the SQLite store: its migrations, the conformance suite, and a second
+//! process's writes seen after a refresh.
+
+use usage_core::JsonPath;
+use usage_core::load::parse_record;
+use usage_core::schema::Plan;
+use usage_core::schema::records::GROUPS;
+use usage_core::time::Timestamp;
+
+use crate::store::{NewTeam, RecordStore, TeamStore};
+
+use super::schema::MIGRATIONS;
+use super::*;
+
+#[tokio::test]
+async fn migrations_apply_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.db");
+    let s = SqliteStore::open(&p).await.unwrap();
+    assert_eq!(s.migrate().await.unwrap(), MIGRATIONS.len() as u32);
+    s.close().await.unwrap();
+    let s = SqliteStore::open(&p).await.unwrap();
+    assert_eq!(s.migrate().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn conformance() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    let dir_path = dir.path().to_path_buf();
+    super::super::conformance::run_all(|| {
+        let p = dir_path.join(format!("c{}.db", n.fetch_add(1, Ordering::Relaxed)));
+        async move { Arc::new(SqliteStore::open(&p).await.unwrap()) as Arc<dyn Store> }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn another_process_sees_writes_after_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("shared.db");
+    let server = SqliteStore::open(&p).await.unwrap();
+    let admin = SqliteStore::open(&p).await.unwrap();
+    let t = admin
+        .create_team(
+            NewTeam {
+                name: "t".into(),
+                plan: Plan::Enterprise,
+                seats: 1,
+                credits_per_seat: 1,
+            },
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    server.preload().await.unwrap();
+    assert!(!server.has_group_id(&t.id, "g").await.unwrap());
+    let rec = parse_record(
+        &GROUPS,
+        &serde_json::json!({"group_id": "g", "group_name": "G"}),
+        &JsonPath::root(),
+    )
+    .unwrap();
+    admin
+        .import(
+            &t.id,
+            &GROUPS,
+            Box::new(std::iter::once(Ok(rec))),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    // The cached team is stale until the change counter is polled.
+    assert!(!server.has_group_id(&t.id, "g").await.unwrap());
+    server.refresh().await.unwrap();
+    assert!(server.has_group_id(&t.id, "g").await.unwrap());
+}
