@@ -241,6 +241,10 @@ pub fn kind_name(v: &Value) -> &'static str {
 /// range or is not a decimal string.
 pub fn read_int(v: &Value) -> Result<i64, String> {
     match v {
+        // serde_json reads `-0` as the float -0.0: it is the integer 0 (contract section 11).
+        // (`-0.0` reads the same and is taken too; `0.0` is a positive zero and stays a
+        // fraction.)
+        Value::Number(n) if n.as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()) => Ok(0),
         Value::Number(n) => n.as_i64().ok_or_else(|| {
             // serde_json reads an integer beyond 64 bits as a float (`1e+23`).
             let huge = n
@@ -569,6 +573,27 @@ mod tests {
         let d = decode::<UsageConfigRequest>(br#"{"set_add_on_credit_cap": null}"#).unwrap();
         assert_eq!(d.request.set_add_on_credit_cap, None);
         assert!(decode::<UsageConfigRequest>(br#"{"set_add_on_credit_cap": true}"#).is_err());
+    }
+
+    #[test]
+    fn minus_zero_is_zero() {
+        for body in ["-0", "\"-0\"", "0", "\"0\"", "-0.0"] {
+            let v: Value = serde_json::from_str(body).unwrap();
+            assert_eq!(read_int(&v), Ok(0), "{body}");
+        }
+        for body in ["0.0", "1.0", "-1.5", "1e3"] {
+            let v: Value = serde_json::from_str(body).unwrap();
+            assert!(
+                read_int(&v).unwrap_err().contains("not an integer"),
+                "{body}"
+            );
+        }
+        let d = decode::<crate::wire::UsageConfigRequest>(
+            br#"{"service_key":"k","set_add_on_credit_cap":-0,"team_level":true}"#,
+        )
+        .unwrap();
+        assert_eq!(d.request.set_add_on_credit_cap, Some(0));
+        assert!(d.violations.is_empty());
     }
 
     #[test]
