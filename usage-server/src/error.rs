@@ -68,6 +68,10 @@ impl Code {
     }
 }
 
+/// The most violations a 400 lists in `details` (contract section 11); the message says
+/// how many there were.
+pub const MAX_DETAILS: usize = 100;
+
 /// A failed request: its code, message, and what the response must carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -103,18 +107,26 @@ impl ApiError {
         }
     }
 
-    /// A 400 listing every violation.
+    /// A 400 listing the violations (in document order), at most [`MAX_DETAILS`] of them:
+    /// every 400 goes through here, before and after the key check (contract section 11).
     pub fn invalid(violations: &[Violation]) -> ApiError {
-        let message = match violations {
-            [one] => format!("invalid request: {one}"),
-            many => format!(
-                "invalid request: {} violations; the first: {}",
-                many.len(),
-                many.first().map(ToString::to_string).unwrap_or_default()
+        let first = violations
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let message = match violations.len() {
+            1 => format!("invalid request: {first}"),
+            n if n > MAX_DETAILS => format!(
+                "invalid request: {n} violations, the first {MAX_DETAILS} listed; the first: {first}"
             ),
+            n => format!("invalid request: {n} violations; the first: {first}"),
         };
         ApiError {
-            details: violations.iter().map(ErrorDetail::from).collect(),
+            details: violations
+                .iter()
+                .take(MAX_DETAILS)
+                .map(ErrorDetail::from)
+                .collect(),
             ..ApiError::new(Code::InvalidArgument, message)
         }
     }
@@ -183,5 +195,48 @@ impl From<EvalError> for ApiError {
             Some(v) => ApiError::invalid(&[v]),
             None => ApiError::new(Code::NotFound, e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use usage_core::{JsonPath, Rule};
+
+    fn violations(n: usize) -> Vec<Violation> {
+        (0..n)
+            .map(|i| {
+                Violation::new(
+                    JsonPath::root().key("query_requests", 4).index(i),
+                    Rule::InvalidValue,
+                    format!("bad {i}"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_400_lists_at_most_100_details_and_says_how_many() {
+        for (n, listed) in [(1, 1), (99, 99), (100, 100), (101, 100), (500_000, 100)] {
+            let e = ApiError::invalid(&violations(n));
+            assert_eq!(e.code, Code::InvalidArgument);
+            assert_eq!(e.details.len(), listed, "{n}");
+            assert_eq!(e.details[0].path, "query_requests[0]");
+            assert_eq!(e.details[listed - 1].message, format!("bad {}", listed - 1));
+            if n > 100 {
+                assert!(
+                    e.message.starts_with(&format!(
+                        "invalid request: {n} violations, the first 100 listed; the first: "
+                    )),
+                    "{}",
+                    e.message
+                );
+            }
+        }
+        let one = ApiError::invalid(&violations(1));
+        assert_eq!(
+            one.message,
+            "invalid request: query_requests[0]: invalid_value: bad 0"
+        );
     }
 }
