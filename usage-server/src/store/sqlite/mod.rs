@@ -92,7 +92,28 @@ fn team_exists(conn: &Connection, team: &str) -> StoreResult<()> {
         .ok_or_else(|| StoreError::UnknownTeam(team.to_string()))
 }
 
+/// Creates the database file readable by its owner only (contract section 11) when it
+/// does not exist yet; SQLite gives its WAL and shared-memory files the database file's
+/// mode.
+fn create_private(path: &Path) -> StoreResult<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Unavailable(format!(
+            "cannot create the database file {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
 fn open_conn(path: &Path) -> StoreResult<Connection> {
+    create_private(path)?;
     let conn = Connection::open(path).map_err(db_err)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(db_err)?;
     conn.pragma_update(None, "journal_mode", "WAL")

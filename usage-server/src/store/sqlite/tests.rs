@@ -75,3 +75,37 @@ async fn another_process_sees_writes_after_refresh() {
     server.refresh().await.unwrap();
     assert!(server.has_group_id(&t.id, "g").await.unwrap());
 }
+
+#[tokio::test]
+async fn files_it_creates_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("private.db");
+    let s = SqliteStore::open(&p).await.unwrap();
+    s.migrate().await.unwrap();
+    s.create_team(
+        NewTeam {
+            name: "t".into(),
+            plan: Plan::Enterprise,
+            seats: 1,
+            credits_per_seat: 500,
+        },
+        Timestamp::now(),
+    )
+    .await
+    .unwrap();
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+        seen.push((entry.file_name().to_string_lossy().into_owned(), mode));
+    }
+    seen.sort();
+    let names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.contains(&"private.db"), "{seen:?}");
+    assert!(names.contains(&"private.db-wal"), "{seen:?}");
+    for (name, mode) in &seen {
+        assert_eq!(*mode, 0o600, "{name} has mode {mode:o}");
+    }
+    s.close().await.unwrap();
+}
