@@ -17,6 +17,18 @@ pub const MICROS_PER_HOUR: i64 = 3_600 * MICROS_PER_SECOND;
 /// Microseconds in one day.
 pub const MICROS_PER_DAY: i64 = 24 * MICROS_PER_HOUR;
 
+/// Why a text is not a time or date the service takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TimeError {
+    /// Not in the expected form.
+    #[error("is not in the expected form")]
+    Syntax,
+    /// Well formed, but outside 1970-01-01T00:00:00Z ..= 9999-12-31T23:59:59.999999Z once
+    /// converted to UTC.
+    #[error("is outside the range 1970-01-01T00:00:00Z ..= 9999-12-31T23:59:59.999999Z (in UTC)")]
+    Range,
+}
+
 /// An instant in UTC, in microseconds since 1970-01-01T00:00:00Z.
 ///
 /// `Debug` prints RFC 3339 (`Timestamp(2025-05-01T13:00:00Z)`), so snapshots read well.
@@ -55,8 +67,50 @@ impl Timestamp {
     /// assert_eq!(t.to_rfc3339(), "2025-05-01T13:00:00.123456Z");
     /// ```
     pub fn parse_rfc3339(s: &str) -> Option<Timestamp> {
+        Timestamp::read_rfc3339(s).ok()
+    }
+
+    /// Parses RFC 3339 like [`Timestamp::parse_rfc3339`], telling a text that is no time
+    /// from a time outside the range the service keeps ([`Timestamp::MIN`] ..=
+    /// [`Timestamp::MAX`] once converted to UTC, contract section 11).
+    ///
+    /// # Errors
+    /// [`TimeError::Syntax`] or [`TimeError::Range`].
+    ///
+    /// # Example
+    /// ```
+    /// use usage_core::time::{TimeError, Timestamp};
+    /// assert_eq!(Timestamp::read_rfc3339("9999-12-31T23:00:00-14:00"), Err(TimeError::Range));
+    /// assert_eq!(Timestamp::read_rfc3339("yesterday"), Err(TimeError::Syntax));
+    /// ```
+    pub fn read_rfc3339(s: &str) -> Result<Timestamp, TimeError> {
+        Timestamp::parse_rfc3339_unbounded(s)
+            .ok_or(TimeError::Syntax)?
+            .in_range()
+    }
+
+    /// Parses RFC 3339 without the range check: for reading answers, which a client takes
+    /// as sent. Inputs the service keeps go through [`Timestamp::read_rfc3339`].
+    pub fn parse_rfc3339_unbounded(s: &str) -> Option<Timestamp> {
         let t = DateTime::parse_from_rfc3339(s).ok()?;
         Some(Timestamp(t.timestamp_micros()))
+    }
+
+    /// The earliest instant the service keeps: 1970-01-01T00:00:00Z.
+    pub const MIN: Timestamp = Timestamp(0);
+    /// The latest instant the service keeps: 9999-12-31T23:59:59.999999Z.
+    pub const MAX: Timestamp = Timestamp((Date::MAX.0 as i64 + 1) * MICROS_PER_DAY - 1);
+
+    /// This instant, if it lies within [`Timestamp::MIN`] ..= [`Timestamp::MAX`].
+    ///
+    /// # Errors
+    /// [`TimeError::Range`] outside.
+    pub fn in_range(self) -> Result<Timestamp, TimeError> {
+        if (Timestamp::MIN..=Timestamp::MAX).contains(&self) {
+            Ok(self)
+        } else {
+            Err(TimeError::Range)
+        }
     }
 
     /// Parses the Go-style result form `2025-05-01 13:00:00 +0000 UTC` (with an optional
@@ -96,13 +150,15 @@ impl Timestamp {
                 micros += i64::from(c - b'0') * 10i64.pow(5 - i as u32);
             }
         }
-        Some(Timestamp(
+        Timestamp(
             d.start().0
                 + h * MICROS_PER_HOUR
                 + m * 60 * MICROS_PER_SECOND
                 + sec * MICROS_PER_SECOND
                 + micros,
-        ))
+        )
+        .in_range()
+        .ok()
     }
 
     /// The UTC date of this instant.
@@ -224,7 +280,7 @@ impl serde::Serialize for Timestamp {
 impl<'de> serde::Deserialize<'de> for Timestamp {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Timestamp::parse_rfc3339(&s)
+        Timestamp::parse_rfc3339_unbounded(&s)
             .ok_or_else(|| serde::de::Error::custom(format!("`{s}` is not an RFC 3339 timestamp")))
     }
 }
@@ -239,6 +295,31 @@ impl Date {
     /// assert_eq!(Date::parse("1970-1-2"), None);
     /// ```
     pub fn parse(s: &str) -> Option<Date> {
+        Date::read(s).ok()
+    }
+
+    /// The earliest date the service keeps: 1970-01-01.
+    pub const MIN: Date = Date(0);
+    /// The latest date the service keeps: 9999-12-31.
+    pub const MAX: Date = Date(2_932_896);
+
+    /// Parses `YYYY-MM-DD` like [`Date::parse`], telling a text that is no date from a date
+    /// outside [`Date::MIN`] ..= [`Date::MAX`] (contract section 11).
+    ///
+    /// # Errors
+    /// [`TimeError::Syntax`] or [`TimeError::Range`].
+    pub fn read(s: &str) -> Result<Date, TimeError> {
+        let d = Date::parse_unbounded(s).ok_or(TimeError::Syntax)?;
+        if (Date::MIN..=Date::MAX).contains(&d) {
+            Ok(d)
+        } else {
+            Err(TimeError::Range)
+        }
+    }
+
+    /// Parses `YYYY-MM-DD` without the range check: for reading answers (see
+    /// [`Timestamp::parse_rfc3339_unbounded`]).
+    pub fn parse_unbounded(s: &str) -> Option<Date> {
         let b = s.as_bytes();
         if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
             return None;
@@ -306,7 +387,7 @@ mod tests {
     fn go_form_round_trips() {
         for s in [
             "2025-05-01 13:00:00 +0000 UTC",
-            "1969-12-31 23:59:59.5 +0000 UTC",
+            "1970-01-01 00:00:00.5 +0000 UTC",
         ] {
             assert_eq!(Timestamp::parse_go(s).unwrap().to_go(), s);
         }
@@ -315,11 +396,80 @@ mod tests {
     }
 
     #[test]
+    fn range_ends_in_every_offset() {
+        assert_eq!(Timestamp::MAX.to_rfc3339(), "9999-12-31T23:59:59.999999Z");
+        assert_eq!(Date::MAX.to_iso(), "9999-12-31");
+        assert_eq!(Date::MAX.start().date(), Date::MAX);
+        for offset_min in (-14 * 60..=14 * 60i32).step_by(15) {
+            let sign = if offset_min < 0 { '-' } else { '+' };
+            let off = format!(
+                "{sign}{:02}:{:02}",
+                offset_min.abs() / 60,
+                offset_min.abs() % 60
+            );
+            // The last and first instants of the range, written in this offset.
+            let last = Timestamp::MAX.plus_minutes(offset_min);
+            let first = Timestamp::MIN.plus_minutes(offset_min);
+            let local = |t: Timestamp| t.to_rfc3339().trim_end_matches('Z').to_string();
+            let at_last = format!("{}{off}", local(last));
+            let at_first = format!("{}{off}", local(first));
+            // (A positive offset writes the range's end in year 10000: not RFC 3339.)
+            if last.date() <= Date::MAX {
+                assert_eq!(
+                    Timestamp::read_rfc3339(&at_last),
+                    Ok(Timestamp::MAX),
+                    "{at_last}"
+                );
+            }
+            {
+                assert_eq!(
+                    Timestamp::read_rfc3339(&at_first),
+                    Ok(Timestamp::MIN),
+                    "{at_first}"
+                );
+            }
+            // One microsecond past either end is refused whatever the offset.
+            let past_last = format!("{}{off}", local(Timestamp(last.0 + 1)));
+            let before_first = format!("{}{off}", local(Timestamp(first.0 - 1)));
+            for s in [past_last, before_first] {
+                if Timestamp::read_rfc3339(&s) != Err(TimeError::Syntax) {
+                    assert_eq!(Timestamp::read_rfc3339(&s), Err(TimeError::Range), "{s}");
+                }
+            }
+        }
+        assert_eq!(
+            Timestamp::read_rfc3339("9999-12-31T23:00:00-14:00"),
+            Err(TimeError::Range)
+        );
+        assert_eq!(
+            Timestamp::read_rfc3339("1970-01-01T13:59:59.999999+14:00"),
+            Err(TimeError::Range)
+        );
+        assert_eq!(
+            Timestamp::read_rfc3339("1970-01-01T14:00:00+14:00"),
+            Ok(Timestamp::MIN)
+        );
+        assert_eq!(
+            Timestamp::read_rfc3339("not a time"),
+            Err(TimeError::Syntax)
+        );
+        assert_eq!(Date::read("1969-12-31"), Err(TimeError::Range));
+        assert_eq!(Date::read("1970-01-01"), Ok(Date::MIN));
+        assert_eq!(Date::read("9999-12-31"), Ok(Date::MAX));
+        assert_eq!(Date::read("1970-13-01"), Err(TimeError::Syntax));
+        assert_eq!(Timestamp::parse_go("1969-12-31 23:59:59 +0000 UTC"), None);
+        assert_eq!(
+            Timestamp::parse_go("9999-12-31 23:59:59.999999 +0000 UTC"),
+            Some(Timestamp::MAX)
+        );
+    }
+
+    #[test]
     fn dates() {
         assert_eq!(Date::parse("2025-05-01").unwrap().to_iso(), "2025-05-01");
         assert_eq!(Date::parse("2025-02-30"), None);
-        let t = Timestamp::parse_rfc3339("1969-12-31T23:00:00Z").unwrap();
-        assert_eq!(t.date().to_iso(), "1969-12-31");
+        // Instants before the range still have a date (they are never stored).
+        assert_eq!(Timestamp(-MICROS_PER_HOUR).date().to_iso(), "1969-12-31");
     }
 
     #[test]

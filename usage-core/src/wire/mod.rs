@@ -521,8 +521,8 @@ pub struct AgentToolUsageEntry {
 /// Reads a day as RFC 3339 or `YYYY-MM-DD`.
 fn day<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
     let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-    Timestamp::parse_rfc3339(&s)
-        .or_else(|| crate::time::Date::parse(&s).map(|d| d.start()))
+    Timestamp::parse_rfc3339_unbounded(&s)
+        .or_else(|| crate::time::Date::parse_unbounded(&s).map(|d| d.start()))
         .ok_or_else(|| serde::de::Error::custom(format!("`{s}` is not a day")))
 }
 
