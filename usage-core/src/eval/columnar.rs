@@ -25,7 +25,7 @@
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
-use super::reference::{item, metadata};
+use super::answer::{item, metadata};
 use super::store::{Column, Lane, Packed, Table, with_packed};
 use super::value::{Value, average, passes, percent};
 use crate::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, SelectionPlan, TimeRange};

@@ -9,6 +9,7 @@
 //! and agent statistics ([`stats`]). [`reference`](mod@reference) is the naive row-by-row
 //! oracle they are tested against.
 
+pub mod answer;
 mod columnar;
 pub mod reference;
 pub mod stats;

@@ -8,7 +8,8 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::EvalError;
-use super::value::{Value, average, passes as filter_passes, percent};
+use super::answer::{Value, item, metadata};
+use super::value::{average, passes as filter_passes, percent};
 use crate::ident::Ident;
 use crate::load::{Batch, FieldValue, Record};
 use crate::plan::{
@@ -19,8 +20,8 @@ use crate::schema::{Agg, Expr, FieldRef, ValueType};
 use crate::time::{Date, Timestamp};
 use crate::wire::{
     AgentAnalyticsResponse, AgentLines, AgentLinesEntry, AgentQueryResult, AgentRunEntry,
-    AgentRuns, AgentToolUsage, AgentToolUsageEntry, AnalyticsResponse, Item, QueryResult,
-    ResponseItem, UserPageAnalyticsResponse, UserStats,
+    AgentRuns, AgentToolUsage, AgentToolUsageEntry, AnalyticsResponse, QueryResult,
+    UserPageAnalyticsResponse, UserStats,
 };
 
 /// What a query runs over: the records of its source and who they belong to.
@@ -33,18 +34,6 @@ pub struct Input<'a> {
     pub allowed_keys: Option<&'a HashSet<String>>,
     /// The request's range (PCW only).
     pub range: TimeRange,
-}
-
-/// The `metadata` value of the agent source: `{"email":"..."}` or `{}`.
-pub fn metadata(email: Option<&str>) -> String {
-    match email {
-        Some(e) => {
-            let mut m = serde_json::Map::new();
-            m.insert("email".into(), serde_json::Value::String(e.to_string()));
-            serde_json::Value::Object(m).to_string()
-        }
-        None => "{}".to_string(),
-    }
 }
 
 /// The value of a per-record field (not of `distinct_*` or derived PCW fields).
@@ -149,18 +138,6 @@ fn aggregate(recs: &[&Record], f: FieldRef, agg: Agg, input: &Input<'_>) -> Valu
             .min_by(|a, b| a.cmp_as(b, field.ty))
             .unwrap_or(Value::Null),
         Agg::Unspecified => Value::Null,
-    }
-}
-
-/// A result item of these aliases and values; `Null` values are left out.
-pub(crate) fn item(pairs: impl IntoIterator<Item = (String, Value)>) -> ResponseItem {
-    ResponseItem {
-        item: Item(
-            pairs
-                .into_iter()
-                .filter_map(|(k, v)| v.render().map(|s| (k, s)))
-                .collect(),
-        ),
     }
 }
 
