@@ -12,6 +12,7 @@
 pub mod answer;
 mod columnar;
 pub mod reference;
+mod select;
 pub mod stats;
 mod store;
 pub mod value;
