@@ -33,7 +33,7 @@ use super::store::{Column, Packed, Table};
 use super::value::{Value, average, passes, percent};
 use crate::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, SelectionPlan, TimeRange};
 use crate::schema::records::RecordType;
-use crate::schema::{Agg, Expr, FieldRef, FilterOp, ValueType};
+use crate::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, PcwSums, ValueType};
 use crate::time::{Date, MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Timestamp};
 use crate::wire::{QueryResult, ResponseItem};
 
@@ -696,24 +696,29 @@ pub(crate) fn evaluate(
     let sel = select(table.len(), preds);
     let items: Vec<ResponseItem> = match plan.shape {
         QueryShape::Pcw => {
-            let sum =
-                |name: &str| -> i128 { table.column(name).map_or(0, |c| total(&c.data, &sel)) };
-            let (auto, cmd, user) = (
-                sum("vendor_bytes_by_autocomplete"),
-                sum("vendor_bytes_by_command"),
-                sum("user_bytes"),
-            );
-            let vendor = auto + cmd;
-            let total = vendor + user;
+            // Each column of the outputs is summed once; every output is made of the sums.
+            let sums: Vec<i128> = PCW_COLUMNS
+                .iter()
+                .map(|name| table.column(name).map_or(0, |c| total(&c.data, &sel)))
+                .collect();
+            let sum_of = |columns: &[&str]| -> i128 {
+                columns
+                    .iter()
+                    .filter_map(|c| PCW_COLUMNS.iter().position(|p| p == c))
+                    .map(|i| sums[i])
+                    .sum()
+            };
             vec![item(plan.selections.iter().map(|s| {
-                let v = match s.field.field().expr {
-                    Expr::PcwPercent => Value::Float(percent(vendor, total)),
-                    Expr::PcwVendorBytes => Value::Int(vendor),
-                    Expr::PcwTotalBytes => Value::Int(total),
-                    Expr::Column("user_bytes") => Value::Int(user),
-                    Expr::Column("vendor_bytes_by_autocomplete") => Value::Int(auto),
-                    Expr::Column("vendor_bytes_by_command") => Value::Int(cmd),
-                    _ => Value::Null,
+                let v = match s.field.field().expr.pcw_sums() {
+                    Some(PcwSums {
+                        numerator,
+                        denominator: None,
+                    }) => Value::Int(sum_of(numerator)),
+                    Some(PcwSums {
+                        numerator,
+                        denominator: Some(denominator),
+                    }) => Value::Float(percent(sum_of(numerator), sum_of(denominator))),
+                    None => Value::Null,
                 };
                 (s.alias.clone(), v)
             }))]

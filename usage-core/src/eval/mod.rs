@@ -63,17 +63,6 @@ impl EvalError {
     }
 }
 
-/// The record kinds stored column by column, one table each: every kind of usage data.
-static COLUMNAR: [&RecordKind; 7] = [
-    &records::AUTOCOMPLETE,
-    &records::CHAT,
-    &records::COMMAND,
-    &records::PCW,
-    &records::AGENT_LINES,
-    &records::AGENT_RUNS,
-    &records::AGENT_TOOL_USAGE,
-];
-
 /// One team's data: users, groups and usage records of every kind.
 ///
 /// Users and groups are kept as records by identity; usage records (autocomplete, chat,
@@ -84,7 +73,7 @@ pub struct TeamData {
     users: BTreeMap<String, Record>,
     /// `groups` records by identity.
     groups: BTreeMap<String, Record>,
-    /// One table per kind of [`COLUMNAR`], in its order.
+    /// One table per kind of usage data ([`records::USAGE`]), in its order.
     tables: Vec<Table>,
     /// api_key -> e-mail of its user.
     email_of_key: HashMap<String, String>,
@@ -98,9 +87,9 @@ impl Default for TeamData {
         TeamData {
             users: BTreeMap::new(),
             groups: BTreeMap::new(),
-            tables: COLUMNAR.iter().map(|k| Table::new(k)).collect(),
+            tables: records::USAGE.iter().map(|k| Table::new(k)).collect(),
             email_of_key: HashMap::new(),
-            materialized: COLUMNAR.iter().map(|_| OnceLock::new()).collect(),
+            materialized: records::USAGE.iter().map(|_| OnceLock::new()).collect(),
         }
     }
 }
@@ -112,7 +101,7 @@ impl TeamData {
     }
 
     fn table_index(kind: &RecordKind) -> Option<usize> {
-        COLUMNAR.iter().position(|k| k.name == kind.name)
+        records::USAGE.iter().position(|k| k.name == kind.name)
     }
 
     /// The table of a kind of usage records.
@@ -230,17 +219,18 @@ impl TeamData {
                 owner.insert(key, email.clone());
                 let stored = self
                     .user(&email)
-                    .and_then(|u| u.get("signup_time").as_time());
+                    .and_then(|u| u.get(records::SIGNUP_TIME).as_time());
                 let first = *signup
                     .entry(email.clone())
                     .or_insert_with(|| stored.unwrap_or(now));
-                if let Some(given) = r.get("signup_time").as_time() {
+                if let Some(given) = r.get(records::SIGNUP_TIME).as_time() {
                     // A later record of the batch without one keeps this one.
                     signup.insert(email, given);
-                } else if r.get("signup_time") == &FieldValue::Absent {
+                } else if r.get(records::SIGNUP_TIME) == &FieldValue::Absent {
                     let mut values = r.values().to_vec();
-                    values[records::USERS.position("signup_time").expect("signup_time")] =
-                        FieldValue::Time(first);
+                    values[records::USERS
+                        .position(records::SIGNUP_TIME)
+                        .expect("a field of users")] = FieldValue::Time(first);
                     *r = Record::from_values(&records::USERS, values);
                 }
             }

@@ -55,7 +55,7 @@ pub fn user_row(
                 .and_then(TeamStatus::from_identifier)
                 .unwrap_or(TeamStatus::Approved),
         ),
-        signup_time: user.get("signup_time").as_time(),
+        signup_time: user.get(records::SIGNUP_TIME).as_time(),
     }
 }
 
