@@ -6,11 +6,16 @@
 //! records are stored column by column, one table per record kind (`store`): text
 //! dictionary-coded per column, times and counts as packed integers, an identity index to
 //! replace records in place. Custom queries run on those columns (`columnar`), as do user
-//! and agent statistics ([`stats`]). [`reference`](mod@reference) is the naive row-by-row
-//! oracle they are tested against.
+//! and agent statistics ([`stats`]); both pick rows with the same selection primitives
+//! (`select`). [`value`] holds the engine's semantics of values (ordering, filters, AVG),
+//! [`answer`] the form of answers that every evaluator and store shares on purpose.
+//!
+//! The naive row-by-row oracle the engine is tested against, `reference`, is compiled
+//! only for this crate's tests and with the `testing` feature.
 
 pub mod answer;
 mod columnar;
+#[cfg(any(test, feature = "testing"))]
 pub mod reference;
 mod select;
 pub mod stats;

@@ -261,7 +261,7 @@ pub fn build_dataset(pool: &Pool, c: &mut Choices) -> Dataset {
             u["disable_vendor"] = json!(c.pick(2) == 0);
         }
         if c.one_in(2) {
-            u["signup_time"] = json!(instant(pool.instant(c, false), c));
+            u[records::SIGNUP_TIME] = json!(instant(pool.instant(c, false), c));
         }
         users.push(u);
     }
