@@ -22,6 +22,7 @@ pub mod stats;
 mod store;
 pub mod value;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::OnceLock;
 
@@ -186,10 +187,18 @@ impl TeamData {
     /// record may not take another group's `group_name`, and a user without
     /// `signup_time` keeps the stored one or gets `now` (whole seconds) when first stored.
     ///
+    /// The prepared batch is the given one, borrowed, unless a value had to be filled in:
+    /// batches of other kinds, and users batches whose records all have `signup_time`,
+    /// are not copied.
+    ///
     /// # Errors
     /// Every such violation, at `records[i].api_key` / `records[i].group_name`.
-    pub fn prepare(&self, batch: &Batch, now: Timestamp) -> Result<Batch, Vec<Violation>> {
-        let mut out = batch.clone();
+    pub fn prepare<'b>(
+        &self,
+        batch: &'b Batch,
+        now: Timestamp,
+    ) -> Result<Cow<'b, Batch>, Vec<Violation>> {
+        let mut out = Cow::Borrowed(batch);
         let mut v = Vec::new();
         let rpath = INGEST.path(&JsonPath::root(), "records");
         let at = |i: usize, field: &'static str, kind: &RecordKind| {
@@ -202,7 +211,7 @@ impl TeamData {
             let mut owner: HashMap<String, String> = self.email_of_key.clone();
             let mut signup: HashMap<String, Timestamp> = HashMap::new();
             let now = now.whole_seconds();
-            for (i, r) in out.records.iter_mut().enumerate() {
+            for (i, r) in batch.records.iter().enumerate() {
                 let (email, key) = (r.text("email").to_string(), r.text("api_key").to_string());
                 if let Some(other) = owner.get(&key)
                     && *other != email
@@ -236,7 +245,7 @@ impl TeamData {
                     values[records::USERS
                         .position(records::SIGNUP_TIME)
                         .expect("a field of users")] = FieldValue::Time(first);
-                    *r = Record::from_values(&records::USERS, values);
+                    out.to_mut().records[i] = Record::from_values(&records::USERS, values);
                 }
             }
         } else if batch.kind == &records::GROUPS {
@@ -250,7 +259,7 @@ impl TeamData {
                     )
                 })
                 .collect();
-            for (i, r) in out.records.iter().enumerate() {
+            for (i, r) in batch.records.iter().enumerate() {
                 let (id, name) = (
                     r.text("group_id").to_string(),
                     r.text("group_name").to_string(),
