@@ -2,7 +2,14 @@
 //!
 //! The engine of the usage service, with no I/O: the wire model of every operation
 //! ([`wire`]), one declarative table per data source ([`schema`]), the validator that
-//! turns a request as sent into a plan or every violation ([`validate`], [`plan`]).
+//! turns a request as sent into a plan or every violation ([`validate`], [`plan`]), and
+//! the in-memory columnar store and evaluator that answers plans ([`eval`]).
+//!
+//! ## Features
+//!
+//! - `testing`: test support for this and other crates' tests: proptest strategies of
+//!   requests and datasets (`testing`) and the naive oracle the evaluator and the stores
+//!   are tested against (`eval::reference`). Neither is compiled without it.
 //!
 //! ## Validating a query
 //!

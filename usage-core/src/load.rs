@@ -114,20 +114,28 @@ impl Record {
         &self.values
     }
 
-    /// The value of a field (`Absent` for an unknown name).
+    /// The value of a field (`Absent` when the record does not give it).
+    ///
+    /// # Panics
+    /// In debug builds (tests), when `name` is not a field of the record's kind: a
+    /// misspelled name is a bug, not an absent value. Release builds answer `Absent`.
     pub fn get(&self, name: &str) -> &FieldValue {
         static ABSENT: FieldValue = FieldValue::Absent;
-        self.kind
-            .position(name)
-            .map_or(&ABSENT, |i| &self.values[i])
+        let i = self.kind.position(name);
+        debug_assert!(
+            i.is_some(),
+            "`{name}` is not a field of {} records",
+            self.kind.name
+        );
+        i.map_or(&ABSENT, |i| &self.values[i])
     }
 
-    /// The text of a field, or `""`.
+    /// The text of a field, or `""` (a field of the kind; see [`Record::get`]).
     pub fn text(&self, name: &str) -> &str {
         self.get(name).as_text().unwrap_or("")
     }
 
-    /// The count of a field, or 0.
+    /// The count of a field, or 0 (a field of the kind; see [`Record::get`]).
     pub fn count(&self, name: &str) -> i64 {
         self.get(name).as_count().unwrap_or(0)
     }
@@ -491,6 +499,33 @@ mod tests {
         .unwrap();
         assert_eq!(r.time().unwrap().to_rfc3339(), "2025-05-01T08:00:00Z");
         assert_eq!(r.count("num_acceptances"), 5);
+    }
+
+    #[test]
+    fn absent_optional_fields_read_as_absent() {
+        let r = parse_record(
+            &USERS,
+            &json!({"email": "a@x", "name": "A", "api_key": "k"}),
+            &JsonPath::root(),
+        )
+        .unwrap();
+        assert_eq!(r.get("signup_time"), &FieldValue::Absent);
+        assert_eq!(r.text("team_status"), "");
+        assert_eq!(r.text("api_key"), "k");
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "`num_acceptance` is not a field of autocomplete records")]
+    fn misspelled_field_names_are_bugs() {
+        let r = parse_record(
+            &AUTOCOMPLETE,
+            &json!({"api_key":"k","hour":"2025-05-01T13:00:00Z","language":"P","ide":"v","version":"1",
+                    "num_acceptances":5,"num_lines_accepted":6,"num_bytes_accepted":7}),
+            &JsonPath::root(),
+        )
+        .unwrap();
+        r.count("num_acceptance");
     }
 
     #[test]

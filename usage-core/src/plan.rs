@@ -1,7 +1,26 @@
 //! Validated requests ("parse, don't validate"): what the evaluator and the stores accept.
 //!
 //! A plan can only be made by the validator ([`crate::validate`]), so every plan holds
-//! resolved fields, parsed values and a known shape.
+//! resolved fields, parsed values and a known shape, and the evaluator and the SQL
+//! generator need not check them again. The plan structs ([`AnalyticsPlan`],
+//! [`QueryPlan`], [`SelectionPlan`], [`GroupPlan`], [`FilterPlan`], [`UserPagePlan`],
+//! [`AgentPlan`]) are `#[non_exhaustive]`: other crates read their fields but cannot build
+//! one, so a plan from outside this crate comes from the validator.
+//!
+//! ```compile_fail,E0639
+//! // Outside usage-core, a plan cannot be written by hand:
+//! let plan = usage_core::plan::UserPagePlan {
+//!     group_name: None,
+//!     range: Default::default(),
+//! };
+//! ```
+//!
+//! ```
+//! // It comes from the validator, and reads as usual.
+//! let plan = usage_core::validate::user_page(&Default::default()).unwrap();
+//! assert_eq!(plan.group_name, None);
+//! assert!(plan.range.is_all());
+//! ```
 
 use crate::schema::{Agg, FieldRef, FilterOp, IdeType, Source};
 use crate::time::{Date, Timestamp};
@@ -62,6 +81,7 @@ impl TimeRange {
 
 /// A validated `Analytics` request.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct AnalyticsPlan {
     /// Restricts every query to this group's members.
     pub group_name: Option<String>,
@@ -88,6 +108,7 @@ pub enum QueryShape {
 
 /// A validated query.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct QueryPlan {
     /// The data source.
     pub source: Source,
@@ -103,6 +124,7 @@ pub struct QueryPlan {
 
 /// A resolved selection.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SelectionPlan {
     /// The alias (explicit or default).
     pub alias: String,
@@ -114,6 +136,7 @@ pub struct SelectionPlan {
 
 /// A resolved group-by field.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct GroupPlan {
     /// The alias of the group's value.
     pub alias: String,
@@ -123,6 +146,7 @@ pub struct GroupPlan {
 
 /// A resolved filter on one field.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct FilterPlan {
     /// The field.
     pub field: FieldRef,
@@ -158,6 +182,7 @@ pub enum FilterValue {
 
 /// A validated `UserPageAnalytics` request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UserPagePlan {
     /// Restrict to this group's members.
     pub group_name: Option<String>,
@@ -178,6 +203,7 @@ pub enum AgentSource {
 
 /// A validated `AgentAnalytics` request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AgentPlan {
     /// Restrict to this group's members.
     pub group_name: Option<String>,

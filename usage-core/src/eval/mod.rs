@@ -6,15 +6,23 @@
 //! records are stored column by column, one table per record kind (`store`): text
 //! dictionary-coded per column, times and counts as packed integers, an identity index to
 //! replace records in place. Custom queries run on those columns (`columnar`), as do user
-//! and agent statistics ([`stats`]). [`reference`](mod@reference) is the naive row-by-row
-//! oracle they are tested against.
+//! and agent statistics ([`stats`]); both pick rows with the same selection primitives
+//! (`select`). [`value`] holds the engine's semantics of values (ordering, filters, AVG),
+//! [`answer`] the form of answers that every evaluator and store shares on purpose.
+//!
+//! The naive row-by-row oracle the engine is tested against, `reference`, is compiled
+//! only for this crate's tests and with the `testing` feature.
 
+pub mod answer;
 mod columnar;
+#[cfg(any(test, feature = "testing"))]
 pub mod reference;
+mod select;
 pub mod stats;
 mod store;
 pub mod value;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::OnceLock;
 
@@ -61,17 +69,6 @@ impl EvalError {
     }
 }
 
-/// The record kinds stored column by column, one table each: every kind of usage data.
-static COLUMNAR: [&RecordKind; 7] = [
-    &records::AUTOCOMPLETE,
-    &records::CHAT,
-    &records::COMMAND,
-    &records::PCW,
-    &records::AGENT_LINES,
-    &records::AGENT_RUNS,
-    &records::AGENT_TOOL_USAGE,
-];
-
 /// One team's data: users, groups and usage records of every kind.
 ///
 /// Users and groups are kept as records by identity; usage records (autocomplete, chat,
@@ -82,7 +79,7 @@ pub struct TeamData {
     users: BTreeMap<String, Record>,
     /// `groups` records by identity.
     groups: BTreeMap<String, Record>,
-    /// One table per kind of [`COLUMNAR`], in its order.
+    /// One table per kind of usage data ([`records::USAGE`]), in its order.
     tables: Vec<Table>,
     /// api_key -> e-mail of its user.
     email_of_key: HashMap<String, String>,
@@ -96,9 +93,9 @@ impl Default for TeamData {
         TeamData {
             users: BTreeMap::new(),
             groups: BTreeMap::new(),
-            tables: COLUMNAR.iter().map(|k| Table::new(k)).collect(),
+            tables: records::USAGE.iter().map(|k| Table::new(k)).collect(),
             email_of_key: HashMap::new(),
-            materialized: COLUMNAR.iter().map(|_| OnceLock::new()).collect(),
+            materialized: records::USAGE.iter().map(|_| OnceLock::new()).collect(),
         }
     }
 }
@@ -110,7 +107,7 @@ impl TeamData {
     }
 
     fn table_index(kind: &RecordKind) -> Option<usize> {
-        COLUMNAR.iter().position(|k| k.name == kind.name)
+        records::USAGE.iter().position(|k| k.name == kind.name)
     }
 
     /// The table of a kind of usage records.
@@ -190,10 +187,18 @@ impl TeamData {
     /// record may not take another group's `group_name`, and a user without
     /// `signup_time` keeps the stored one or gets `now` (whole seconds) when first stored.
     ///
+    /// The prepared batch is the given one, borrowed, unless a value had to be filled in:
+    /// batches of other kinds, and users batches whose records all have `signup_time`,
+    /// are not copied.
+    ///
     /// # Errors
     /// Every such violation, at `records[i].api_key` / `records[i].group_name`.
-    pub fn prepare(&self, batch: &Batch, now: Timestamp) -> Result<Batch, Vec<Violation>> {
-        let mut out = batch.clone();
+    pub fn prepare<'b>(
+        &self,
+        batch: &'b Batch,
+        now: Timestamp,
+    ) -> Result<Cow<'b, Batch>, Vec<Violation>> {
+        let mut out = Cow::Borrowed(batch);
         let mut v = Vec::new();
         let rpath = INGEST.path(&JsonPath::root(), "records");
         let at = |i: usize, field: &'static str, kind: &RecordKind| {
@@ -206,7 +211,7 @@ impl TeamData {
             let mut owner: HashMap<String, String> = self.email_of_key.clone();
             let mut signup: HashMap<String, Timestamp> = HashMap::new();
             let now = now.whole_seconds();
-            for (i, r) in out.records.iter_mut().enumerate() {
+            for (i, r) in batch.records.iter().enumerate() {
                 let (email, key) = (r.text("email").to_string(), r.text("api_key").to_string());
                 if let Some(other) = owner.get(&key)
                     && *other != email
@@ -228,18 +233,19 @@ impl TeamData {
                 owner.insert(key, email.clone());
                 let stored = self
                     .user(&email)
-                    .and_then(|u| u.get("signup_time").as_time());
+                    .and_then(|u| u.get(records::SIGNUP_TIME).as_time());
                 let first = *signup
                     .entry(email.clone())
                     .or_insert_with(|| stored.unwrap_or(now));
-                if let Some(given) = r.get("signup_time").as_time() {
+                if let Some(given) = r.get(records::SIGNUP_TIME).as_time() {
                     // A later record of the batch without one keeps this one.
                     signup.insert(email, given);
-                } else if r.get("signup_time") == &FieldValue::Absent {
+                } else if r.get(records::SIGNUP_TIME) == &FieldValue::Absent {
                     let mut values = r.values().to_vec();
-                    values[records::USERS.position("signup_time").expect("signup_time")] =
-                        FieldValue::Time(first);
-                    *r = Record::from_values(&records::USERS, values);
+                    values[records::USERS
+                        .position(records::SIGNUP_TIME)
+                        .expect("a field of users")] = FieldValue::Time(first);
+                    out.to_mut().records[i] = Record::from_values(&records::USERS, values);
                 }
             }
         } else if batch.kind == &records::GROUPS {
@@ -253,7 +259,7 @@ impl TeamData {
                     )
                 })
                 .collect();
-            for (i, r) in out.records.iter().enumerate() {
+            for (i, r) in batch.records.iter().enumerate() {
                 let (id, name) = (
                     r.text("group_id").to_string(),
                     r.text("group_name").to_string(),

@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::TeamData;
-use super::columnar::{Bitmap, Pred, Sel, scan, select, text_pred, time_range_pred};
+use super::select::{Bitmap, Pred, Sel, scan, select, text_pred, time_range_pred};
 use super::store::{Column, Table};
 use crate::ident::{Ident, WireEnum};
 use crate::load::Record;
@@ -55,7 +55,7 @@ pub fn user_row(
                 .and_then(TeamStatus::from_identifier)
                 .unwrap_or(TeamStatus::Approved),
         ),
-        signup_time: user.get("signup_time").as_time(),
+        signup_time: user.get(records::SIGNUP_TIME).as_time(),
     }
 }
 

@@ -179,6 +179,53 @@ fn a_later_record_of_a_batch_keeps_the_signup_time_an_earlier_one_gave() {
     );
 }
 
+#[test]
+fn prepare_copies_a_batch_only_to_fill_in_a_signup_time() {
+    let t = team();
+    let batch = |kind: &str, records: serde_json::Value| {
+        let req = IngestRequest {
+            service_key: None,
+            kind: Some(kind.into()),
+            records: records.as_array().unwrap().clone(),
+        };
+        ingest(&req, &Limits::default()).unwrap()
+    };
+    let usage = batch(
+        "autocomplete",
+        json!([ac("ka", "2025-05-01T10:00:00Z", "rust", "1", 3)]),
+    );
+    let prepared = t.prepare(&usage, Timestamp(0)).unwrap();
+    assert!(matches!(prepared, Cow::Borrowed(b) if std::ptr::eq(b, &usage)));
+    let groups = batch("groups", json!([{"group_id": "g9", "group_name": "new"}]));
+    assert!(matches!(
+        t.prepare(&groups, Timestamp(0)).unwrap(),
+        Cow::Borrowed(_)
+    ));
+    let given = batch(
+        "users",
+        json!([{"email": "z@x", "name": "Z", "api_key": "kz", "signup_time": "2024-01-01T00:00:00Z"}]),
+    );
+    assert!(matches!(
+        t.prepare(&given, Timestamp(0)).unwrap(),
+        Cow::Borrowed(_)
+    ));
+    let missing = batch(
+        "users",
+        json!([{"email": "z@x", "name": "Z", "api_key": "kz", "signup_time": "2024-01-01T00:00:00Z"},
+               {"email": "y@x", "name": "Y", "api_key": "ky"}]),
+    );
+    let prepared = t.prepare(&missing, Timestamp(7_500_000)).unwrap();
+    let Cow::Owned(filled) = prepared else {
+        panic!("a filled-in batch is a copy");
+    };
+    assert_eq!(filled.records[0], missing.records[0]);
+    assert_eq!(
+        filled.records[1].get("signup_time").as_time(),
+        Some(Timestamp(7_000_000))
+    );
+    assert_eq!(missing.records[1].get("signup_time"), &FieldValue::Absent);
+}
+
 /// One query's items, as JSON.
 fn items(team: &TeamData, query: serde_json::Value) -> serde_json::Value {
     run(team, json!({"query_requests": [query]}))["queryResults"][0]["responseItems"].clone()

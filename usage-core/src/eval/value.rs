@@ -1,47 +1,17 @@
-//! Typed values of query fields: comparison by type and the wire form (contract section 3,
-//! Ordering and Values). Shared by every evaluator and store, so that all agree.
+//! The engine's semantics of values (contract section 3, Ordering, Filters and Values):
+//! how values of a field compare, whether a value passes a filter, and AVG and
+//! `percent_code_written` from exact sums. The columnar evaluator and the SQL stores use
+//! these; the naive oracle of the tests (`eval::reference`) has its own, so that a bug here
+//! shows as a difference. [`Value`] itself and its wire form are in [`super::answer`]
+//! (re-exported here).
 
 use std::cmp::Ordering;
 
+pub use super::answer::Value;
 use crate::plan::{FilterTest, FilterValue};
 use crate::schema::ValueType;
-use crate::time::{Date, Timestamp};
-
-/// A value of a field or an aggregate.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    /// No value (AVG, MIN, MAX over no records): the alias is absent.
-    Null,
-    /// An integer (exact sums fit i128).
-    Int(i128),
-    /// A floating point result (AVG, `percent_code_written`).
-    Float(f64),
-    /// A date.
-    Date(Date),
-    /// An instant (`hour`, `timestamp`).
-    Time(Timestamp),
-    /// Text, an enum identifier, a version or JSON text.
-    Text(String),
-    /// A boolean.
-    Bool(bool),
-}
 
 impl Value {
-    /// The wire form of the value: decimal integers, shortest round-trip floats, dates
-    /// `YYYY-MM-DD`, times in the hosted service's form, booleans `true`/`false`.
-    /// `None` for [`Value::Null`].
-    pub fn render(&self) -> Option<String> {
-        Some(match self {
-            Value::Null => return None,
-            Value::Int(n) => n.to_string(),
-            Value::Float(f) => format_float(*f),
-            Value::Date(d) => d.to_iso(),
-            Value::Time(t) => t.to_go(),
-            Value::Text(s) => s.clone(),
-            Value::Bool(b) => b.to_string(),
-        })
-    }
-
     /// Compares two values of a field of type `ty` (contract section 3, Ordering).
     pub fn cmp_as(&self, other: &Value, ty: ValueType) -> Ordering {
         match (self, other) {
@@ -75,12 +45,6 @@ impl Value {
             Value::Bool(_) => 6,
         }
     }
-}
-
-/// Prints a float as the shortest decimal that round-trips, never with an exponent
-/// (Rust's `{}` for `f64`): `2.5`, `3`, `0.1234567`.
-pub fn format_float(f: f64) -> String {
-    format!("{f}")
 }
 
 /// AVG as the contract defines it: the exact sum as `f64` divided by the count as `f64`.
@@ -133,16 +97,6 @@ pub fn passes(record: &Value, test: &FilterTest, ty: ValueType) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn float_forms() {
-        assert_eq!(format_float(2.5), "2.5");
-        assert_eq!(format_float(3.0), "3");
-        assert_eq!(format_float(0.1234567), "0.1234567");
-        assert_eq!(format_float(1e21), "1000000000000000000000");
-        assert_eq!(format_float(1.0 / 3.0), "0.3333333333333333");
-        assert_eq!(format_float(1e-7), "0.0000001");
-    }
 
     #[test]
     fn average_and_percent() {

@@ -504,10 +504,10 @@ pub static PCW_DATA: SourceSpec = SourceSpec {
             Expr::PcwVendorBytes,
         ),
         pcw(
-            "user_bytes",
+            records::USER_BYTES,
             "total bytes written by the user",
             ValueType::Int,
-            Expr::Column("user_bytes"),
+            Expr::Column(records::USER_BYTES),
         ),
         pcw(
             "total_bytes",
@@ -516,16 +516,16 @@ pub static PCW_DATA: SourceSpec = SourceSpec {
             Expr::PcwTotalBytes,
         ),
         pcw(
-            "vendor_bytes_by_autocomplete",
+            records::VENDOR_BYTES_BY_AUTOCOMPLETE,
             "assistant bytes from autocomplete",
             ValueType::Int,
-            Expr::Column("vendor_bytes_by_autocomplete"),
+            Expr::Column(records::VENDOR_BYTES_BY_AUTOCOMPLETE),
         ),
         pcw(
-            "vendor_bytes_by_command",
+            records::VENDOR_BYTES_BY_COMMAND,
             "assistant bytes from command",
             ValueType::Int,
-            Expr::Column("vendor_bytes_by_command"),
+            Expr::Column(records::VENDOR_BYTES_BY_COMMAND),
         ),
         filter_only(LANGUAGE),
         filter_only(IDE),
@@ -594,6 +594,80 @@ pub static AGENT_DATA: SourceSpec = SourceSpec {
         ),
     ],
 };
+
+/// How a PCW output is computed from sums of `pcw` record columns over the matching records
+/// (contract section 3, Shapes): a byte count is the sum of its columns; the ratio
+/// `percent_code_written` is the sum of its numerator columns over the sum of its
+/// denominator columns, as `f64`s, and 0 when the denominator is 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PcwSums {
+    /// The columns whose sum is the output (for the ratio, its numerator).
+    pub numerator: &'static [&'static str],
+    /// For the ratio, the columns whose sum is its denominator; `None` for byte counts.
+    pub denominator: Option<&'static [&'static str]>,
+}
+
+const PCW_VENDOR: &[&str] = &[
+    records::VENDOR_BYTES_BY_AUTOCOMPLETE,
+    records::VENDOR_BYTES_BY_COMMAND,
+];
+const PCW_TOTAL: &[&str] = &[
+    records::VENDOR_BYTES_BY_AUTOCOMPLETE,
+    records::VENDOR_BYTES_BY_COMMAND,
+    records::USER_BYTES,
+];
+const fn pcw_sum(columns: &'static [&'static str]) -> PcwSums {
+    PcwSums {
+        numerator: columns,
+        denominator: None,
+    }
+}
+
+/// Every PCW output (each field of [`PCW_DATA`] that can be selected, by its [`Expr`]) as
+/// sums of `pcw` columns: the one place that says which columns make which output.
+pub static PCW_OUTPUTS: [(Expr, PcwSums); 6] = [
+    (
+        Expr::PcwPercent,
+        PcwSums {
+            numerator: PCW_VENDOR,
+            denominator: Some(PCW_TOTAL),
+        },
+    ),
+    (Expr::PcwVendorBytes, pcw_sum(PCW_VENDOR)),
+    (
+        Expr::Column(records::USER_BYTES),
+        pcw_sum(&[records::USER_BYTES]),
+    ),
+    (Expr::PcwTotalBytes, pcw_sum(PCW_TOTAL)),
+    (
+        Expr::Column(records::VENDOR_BYTES_BY_AUTOCOMPLETE),
+        pcw_sum(&[records::VENDOR_BYTES_BY_AUTOCOMPLETE]),
+    ),
+    (
+        Expr::Column(records::VENDOR_BYTES_BY_COMMAND),
+        pcw_sum(&[records::VENDOR_BYTES_BY_COMMAND]),
+    ),
+];
+
+/// The `pcw` columns the outputs of [`PCW_OUTPUTS`] sum, each once, in the record's field
+/// order: a PCW query sums these over its matching records, then computes every selected
+/// output from the sums.
+pub static PCW_COLUMNS: [&str; 3] = [
+    records::VENDOR_BYTES_BY_AUTOCOMPLETE,
+    records::VENDOR_BYTES_BY_COMMAND,
+    records::USER_BYTES,
+];
+
+impl Expr {
+    /// How this PCW output is computed ([`PCW_OUTPUTS`]); `None` for an expression that is
+    /// not one (no other source has the `pcw` columns).
+    pub fn pcw_sums(self) -> Option<&'static PcwSums> {
+        PCW_OUTPUTS
+            .iter()
+            .find(|(e, _)| *e == self)
+            .map(|(_, sums)| sums)
+    }
+}
 
 /// Every source, in the order of its identifier list.
 pub static SOURCES: &[&SourceSpec] = &[
@@ -667,6 +741,49 @@ mod tests {
         }
         assert_eq!(COMMAND_DATA.resolve("date UTC-8"), None);
         assert_eq!(USER_DATA.resolve("date UTC±H[:MM]"), None);
+    }
+
+    #[test]
+    fn pcw_outputs_cover_the_pcw_fields_and_sum_pcw_counts() {
+        let selectable: Vec<Expr> = PCW_DATA
+            .fields
+            .iter()
+            .filter(|f| f.select)
+            .map(|f| f.expr)
+            .collect();
+        let outputs: Vec<Expr> = PCW_OUTPUTS.iter().map(|(e, _)| *e).collect();
+        assert_eq!(selectable, outputs);
+        let mut named: Vec<&str> = Vec::new();
+        for (_, sums) in &PCW_OUTPUTS {
+            named.extend(sums.numerator);
+            named.extend(sums.denominator.unwrap_or(&[]));
+        }
+        let in_record_order: Vec<&str> = records::PCW
+            .fields
+            .iter()
+            .map(|f| f.name)
+            .filter(|n| named.contains(n))
+            .collect();
+        assert_eq!(PCW_COLUMNS.to_vec(), in_record_order);
+        for c in PCW_COLUMNS {
+            assert_eq!(
+                records::PCW.field(c).map(|f| f.ty),
+                Some(records::RecordType::Count)
+            );
+        }
+        // Only percent_code_written is a ratio: vendor bytes over all bytes.
+        let percent = Expr::PcwPercent.pcw_sums().unwrap();
+        assert_eq!(
+            percent.numerator,
+            ["vendor_bytes_by_autocomplete", "vendor_bytes_by_command"]
+        );
+        assert_eq!(percent.denominator.map(<[_]>::len), Some(3));
+        assert_eq!(Expr::PcwTotalBytes.pcw_sums().unwrap().numerator.len(), 3);
+        for s in SOURCES.iter().filter(|s| s.source != Source::PcwData) {
+            for f in s.fields {
+                assert_eq!(f.expr.pcw_sums(), None, "{}", f.name);
+            }
+        }
     }
 
     #[test]

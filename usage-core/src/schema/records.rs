@@ -71,7 +71,24 @@ impl RecordKind {
     pub fn by_name(name: &str) -> Option<&'static RecordKind> {
         KINDS.iter().copied().find(|k| k.name == name)
     }
+
+    /// Whether this is a kind of usage data (one of [`USAGE`]).
+    pub fn is_usage(&self) -> bool {
+        USAGE.iter().any(|k| k.name == self.name)
+    }
 }
+
+// Names of record fields that code reads by name, each spelled once, here; the tables below
+// use them.
+
+/// `users.signup_time`: when the user signed up (else when first stored).
+pub const SIGNUP_TIME: &str = "signup_time";
+/// `pcw.vendor_bytes_by_autocomplete`: assistant bytes from autocomplete.
+pub const VENDOR_BYTES_BY_AUTOCOMPLETE: &str = "vendor_bytes_by_autocomplete";
+/// `pcw.vendor_bytes_by_command`: assistant bytes from command.
+pub const VENDOR_BYTES_BY_COMMAND: &str = "vendor_bytes_by_command";
+/// `pcw.user_bytes`: bytes written by the user.
+pub const USER_BYTES: &str = "user_bytes";
 
 const fn req(name: &'static str, ty: RecordType) -> RecordField {
     RecordField {
@@ -108,7 +125,7 @@ pub static USERS: RecordKind = RecordKind {
         opt("team_status", Enum(TeamStatus::IDENTIFIERS)),
         opt("disable_vendor", Bool),
         opt("groups", GroupIds),
-        opt("signup_time", Timestamp),
+        opt(SIGNUP_TIME, Timestamp),
     ],
     identity: &["email"],
     time: None,
@@ -185,9 +202,9 @@ pub static PCW: RecordKind = RecordKind {
         req("language", Text),
         req("ide", Text),
         req("version", Text),
-        req("vendor_bytes_by_autocomplete", Count),
-        req("vendor_bytes_by_command", Count),
-        req("user_bytes", Count),
+        req(VENDOR_BYTES_BY_AUTOCOMPLETE, Count),
+        req(VENDOR_BYTES_BY_COMMAND, Count),
+        req(USER_BYTES, Count),
     ],
     identity: &["api_key", "hour", "language", "ide", "version"],
     time: Some("hour"),
@@ -270,6 +287,19 @@ pub static KINDS: &[&RecordKind] = &[
     &BILLING,
 ];
 
+/// The kinds of usage data, in the contract's order: every kind that has a time (not
+/// `users`, `groups` or `billing`). Stores keep each in a table of its own; user statistics
+/// and custom queries read them.
+pub static USAGE: [&RecordKind; 7] = [
+    &AUTOCOMPLETE,
+    &CHAT,
+    &COMMAND,
+    &PCW,
+    &AGENT_LINES,
+    &AGENT_RUNS,
+    &AGENT_TOOL_USAGE,
+];
+
 /// The names of every record kind, for messages.
 pub fn kind_names() -> Vec<&'static str> {
     KINDS.iter().map(|k| k.name).collect()
@@ -295,6 +325,43 @@ mod tests {
             if k.is_event() {
                 assert!(!k.field("id").unwrap().required);
             }
+        }
+    }
+
+    #[test]
+    fn usage_kinds_are_the_kinds_with_a_time() {
+        let timed: Vec<&str> = KINDS
+            .iter()
+            .filter(|k| k.time.is_some())
+            .map(|k| k.name)
+            .collect();
+        let usage: Vec<&str> = USAGE.iter().map(|k| k.name).collect();
+        assert_eq!(usage, timed);
+        assert_eq!(
+            usage,
+            [
+                "autocomplete",
+                "chat",
+                "command",
+                "pcw",
+                "agent_lines",
+                "agent_runs",
+                "agent_tool_usage"
+            ]
+        );
+        assert!(PCW.is_usage() && AGENT_TOOL_USAGE.is_usage());
+        assert!(!USERS.is_usage() && !GROUPS.is_usage() && !BILLING.is_usage());
+    }
+
+    #[test]
+    fn named_fields_exist() {
+        assert_eq!(USERS.field(SIGNUP_TIME).map(|f| f.ty), Some(Timestamp));
+        for name in [
+            VENDOR_BYTES_BY_AUTOCOMPLETE,
+            VENDOR_BYTES_BY_COMMAND,
+            USER_BYTES,
+        ] {
+            assert_eq!(PCW.field(name).map(|f| f.ty), Some(Count), "{name}");
         }
     }
 }

@@ -261,7 +261,7 @@ pub fn build_dataset(pool: &Pool, c: &mut Choices) -> Dataset {
             u["disable_vendor"] = json!(c.pick(2) == 0);
         }
         if c.one_in(2) {
-            u["signup_time"] = json!(instant(pool.instant(c, false), c));
+            u[records::SIGNUP_TIME] = json!(instant(pool.instant(c, false), c));
         }
         users.push(u);
     }
@@ -277,15 +277,7 @@ pub fn build_dataset(pool: &Pool, c: &mut Choices) -> Dataset {
         batches.push((&records::USERS, users));
     }
 
-    for kind in [
-        &records::AUTOCOMPLETE,
-        &records::CHAT,
-        &records::COMMAND,
-        &records::PCW,
-        &records::AGENT_LINES,
-        &records::AGENT_RUNS,
-        &records::AGENT_TOOL_USAGE,
-    ] {
+    for kind in records::USAGE {
         let n = [0, 1, 2, 4, 8, 15, 25, 40][c.pick(8)];
         let mut recs: Vec<Value> = Vec::with_capacity(n);
         for _ in 0..n {

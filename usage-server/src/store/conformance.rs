@@ -247,10 +247,7 @@ pub async fn records_per_team(s: &dyn Store) {
     let up = s
         .user_page(
             &b,
-            &usage_core::plan::UserPagePlan {
-                group_name: None,
-                range: Default::default(),
-            },
+            &validate::user_page(&Default::default()).expect("an empty request is valid"),
         )
         .await
         .expect("q");

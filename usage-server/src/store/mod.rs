@@ -290,7 +290,9 @@ pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
 
 /// Checks a batch with [`TeamData::prepare`] for the kinds whose rules read stored data.
 pub(crate) fn prepare(data: &TeamData, batch: &Batch, now: Timestamp) -> StoreResult<Batch> {
-    data.prepare(batch, now).map_err(StoreError::Invalid)
+    data.prepare(batch, now)
+        .map(std::borrow::Cow::into_owned)
+        .map_err(StoreError::Invalid)
 }
 
 /// Answers the read-side of [`RecordStore`] from a team's in-memory data.

@@ -1,7 +1,7 @@
 //! Decoding result rows of generated statements into response items, with the same value
 //! rendering as the in-memory evaluator.
 
-use usage_core::eval::reference::metadata;
+use usage_core::eval::answer::metadata;
 use usage_core::eval::value::{Value, average, percent};
 use usage_core::schema::{Expr, ValueType};
 use usage_core::time::{Date, Timestamp};

@@ -47,7 +47,7 @@ fn quote(ident: &str) -> String {
 
 /// Whether a kind's records live in a generated record table (not users, groups, billing).
 pub fn has_table(kind: &RecordKind) -> bool {
-    kind.time.is_some()
+    kind.is_usage()
 }
 
 /// DDL of the record tables, the users/groups/membership tables and helper functions.

@@ -348,16 +348,9 @@ async fn tool_usage_ties_on_clamped_counts_order_by_tool() {
     let mut model = TeamData::new();
     model.apply(&batch);
     store.ingest(&team, batch, Timestamp(0)).await.unwrap();
-    let plan = usage_core::plan::AgentPlan {
-        group_name: None,
-        emails: None,
-        ide_types: vec![
-            usage_core::schema::IdeType::Editor,
-            usage_core::schema::IdeType::Plugin,
-        ],
-        range: Default::default(),
-        queries: vec![usage_core::plan::AgentSource::ToolUsage],
-    };
+    let req =
+        serde_json::from_value(serde_json::json!({"query_requests": [{"agent_tool_usage": {}}]}));
+    let plan = usage_core::validate::agent(&req.unwrap(), &Limits::default()).unwrap();
     let got = store.agent(&team, &plan).await.unwrap();
     assert_eq!(got, model.agent(&plan).unwrap());
     let tools: Vec<_> = got.query_results[0]
