@@ -146,7 +146,7 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
             ("api_key", text(format!("demo-key-{i:03}"))),
             ("team_status", text(status)),
             ("groups", FieldValue::Groups(groups)),
-            ("signup_time", FieldValue::Time(Timestamp(signup))),
+            (records::SIGNUP_TIME, FieldValue::Time(Timestamp(signup))),
         ];
         if i % 37 == 11 {
             fields.push(("disable_vendor", FieldValue::Bool(true)));
@@ -206,9 +206,12 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
                             ("language", text(lang)),
                             ("ide", text(ide)),
                             ("version", text(version)),
-                            ("vendor_bytes_by_autocomplete", count(rng.below(4000))),
-                            ("vendor_bytes_by_command", count(rng.below(1500))),
-                            ("user_bytes", count(500 + rng.below(6000))),
+                            (
+                                records::VENDOR_BYTES_BY_AUTOCOMPLETE,
+                                count(rng.below(4000)),
+                            ),
+                            (records::VENDOR_BYTES_BY_COMMAND, count(rng.below(1500))),
+                            (records::USER_BYTES, count(500 + rng.below(6000))),
                         ],
                     ),
                 );

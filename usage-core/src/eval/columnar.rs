@@ -30,10 +30,10 @@ use super::select::{
     Bitmap, Pred, RangeSet, Sel, key_range, scan, select, text_pred, time_range_pred,
 };
 use super::store::{Column, Packed, Table};
-use super::value::{Value, average, passes, percent};
+use super::value::{Value, average, passes, pcw_value};
 use crate::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, SelectionPlan, TimeRange};
 use crate::schema::records::RecordType;
-use crate::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, PcwSums, ValueType};
+use crate::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use crate::time::{Date, MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Timestamp};
 use crate::wire::{QueryResult, ResponseItem};
 
@@ -701,25 +701,8 @@ pub(crate) fn evaluate(
                 .iter()
                 .map(|name| table.column(name).map_or(0, |c| total(&c.data, &sel)))
                 .collect();
-            let sum_of = |columns: &[&str]| -> i128 {
-                columns
-                    .iter()
-                    .filter_map(|c| PCW_COLUMNS.iter().position(|p| p == c))
-                    .map(|i| sums[i])
-                    .sum()
-            };
             vec![item(plan.selections.iter().map(|s| {
-                let v = match s.field.field().expr.pcw_sums() {
-                    Some(PcwSums {
-                        numerator,
-                        denominator: None,
-                    }) => Value::Int(sum_of(numerator)),
-                    Some(PcwSums {
-                        numerator,
-                        denominator: Some(denominator),
-                    }) => Value::Float(percent(sum_of(numerator), sum_of(denominator))),
-                    None => Value::Null,
-                };
+                let v = pcw_value(s.field.field().expr, &sums).unwrap_or(Value::Null);
                 (s.alias.clone(), v)
             }))]
         }

@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 
 pub use super::answer::Value;
 use crate::plan::{FilterTest, FilterValue};
-use crate::schema::ValueType;
+use crate::schema::{Expr, PCW_COLUMNS, PcwSums, ValueType};
 
 impl Value {
     /// Compares two values of a field of type `ty` (contract section 3, Ordering).
@@ -92,6 +92,30 @@ pub fn passes(record: &Value, test: &FilterTest, ty: ValueType) -> bool {
             .iter()
             .any(|fv| compare_filter(record, fv, ty) == Ordering::Equal),
     }
+}
+
+/// The value of the PCW output `expr` ([`crate::schema::PCW_OUTPUTS`]) from `sums`, the sums
+/// of [`PCW_COLUMNS`] over the matching records in that order (an absent column sums to 0);
+/// `None` when `expr` is not a PCW output. Every evaluator of PCW queries computes its
+/// answer here, from the sums it got its own way.
+pub fn pcw_value(expr: Expr, sums: &[i128]) -> Option<Value> {
+    let sum_of = |columns: &[&str]| -> i128 {
+        columns
+            .iter()
+            .filter_map(|c| PCW_COLUMNS.iter().position(|p| p == c))
+            .map(|i| sums.get(i).copied().unwrap_or(0))
+            .sum()
+    };
+    Some(match expr.pcw_sums()? {
+        PcwSums {
+            numerator,
+            denominator: None,
+        } => Value::Int(sum_of(numerator)),
+        PcwSums {
+            numerator,
+            denominator: Some(denominator),
+        } => Value::Float(percent(sum_of(numerator), sum_of(denominator))),
+    })
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ struct Table {
 /// The `users` table.
 const USERS: Table = Table {
     kind: &records::USERS,
-    filled: &["signup_time"],
+    filled: &[records::SIGNUP_TIME],
     unique: Some("api_key"),
 };
 

@@ -2,8 +2,9 @@
 //! rendering as the in-memory evaluator.
 
 use usage_core::eval::answer::metadata;
-use usage_core::eval::value::{Value, average, percent};
-use usage_core::schema::{Expr, ValueType};
+use usage_core::eval::value::{Value, average, pcw_value};
+use usage_core::schema::{PCW_COLUMNS, ValueType};
+
 use usage_core::time::{Date, Timestamp};
 use usage_core::wire::{Item, ResponseItem};
 
@@ -41,10 +42,15 @@ pub fn item(outs: &[Output], row: &[Option<String>]) -> Result<ResponseItem, Dec
         col += 1;
         v
     };
-    let pcw_sums = |row: &[Option<String>]| -> Result<(i128, i128, i128), DecodeError> {
-        let n = row.len();
-        let get = |i: usize| row[i].as_deref().map_or(Ok(0), int);
-        Ok((get(n - 3)?, get(n - 2)?, get(n - 1)?))
+    // A PCW query ends its row with the sums of PCW_COLUMNS, in that order.
+    let pcw_sums = |row: &[Option<String>]| -> Result<Vec<i128>, DecodeError> {
+        let first = row.len().checked_sub(PCW_COLUMNS.len()).ok_or_else(|| {
+            DecodeError(format!("a PCW row of {} columns has no sums", row.len()))
+        })?;
+        row[first..]
+            .iter()
+            .map(|v| v.as_deref().map_or(Ok(0), int))
+            .collect()
     };
     let mut pairs = Vec::with_capacity(outs.len());
     for o in outs {
@@ -62,19 +68,8 @@ pub fn item(outs: &[Output], row: &[Option<String>]) -> Result<ResponseItem, Dec
                 average(sum, count as u64).map_or(Value::Null, Value::Float)
             }
             Out::Metadata => Value::Text(metadata(next())),
-            Out::Pcw(expr) => {
-                let (auto, cmd, user) = pcw_sums(row)?;
-                let vendor = auto + cmd;
-                match expr {
-                    Expr::PcwPercent => Value::Float(percent(vendor, vendor + user)),
-                    Expr::PcwVendorBytes => Value::Int(vendor),
-                    Expr::PcwTotalBytes => Value::Int(vendor + user),
-                    Expr::Column("user_bytes") => Value::Int(user),
-                    Expr::Column("vendor_bytes_by_autocomplete") => Value::Int(auto),
-                    Expr::Column("vendor_bytes_by_command") => Value::Int(cmd),
-                    other => return Err(DecodeError(format!("{other:?} is not a PCW field"))),
-                }
-            }
+            Out::Pcw(expr) => pcw_value(*expr, &pcw_sums(row)?)
+                .ok_or_else(|| DecodeError(format!("{expr:?} is not a PCW field")))?,
         };
         if let Some(s) = v.render() {
             pairs.push((o.alias.clone(), s));

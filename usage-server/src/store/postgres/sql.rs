@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use usage_core::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, TimeRange};
 use usage_core::schema::records::{KINDS, RecordKind, RecordType};
-use usage_core::schema::{Agg, Expr, FieldRef, FilterOp, ValueType};
+use usage_core::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR};
 
 use super::dialect::{Dialect, Types};
@@ -394,11 +394,8 @@ pub fn query(
                     out: Out::Pcw(s.field.field().expr),
                 });
             }
-            for c in [
-                "vendor_bytes_by_autocomplete",
-                "vendor_bytes_by_command",
-                "user_bytes",
-            ] {
+            // The sums every PCW output is made of, in the order `rows::item` reads them.
+            for c in PCW_COLUMNS {
                 cols.push(d.to_text(&format!("SUM(r.{})", quote(c))));
             }
         }

@@ -86,13 +86,14 @@ pub fn user_page(
         )
     };
     let mut sql = format!(
-        "SELECT u.email, u.name, u.api_key, u.team_status, u.disable_vendor::text, u.signup_time::text, \
+        "SELECT u.email, u.name, u.api_key, u.team_status, u.disable_vendor::text, u.{signup}::text, \
          (SELECT COUNT(DISTINCT a.day) FROM ({}) a)::text, {}, {}, {}, {} FROM users u WHERE u.team_id = {team}",
         days.join(" UNION ALL "),
         last(&records::AUTOCOMPLETE),
         last(&records::CHAT),
         last(&records::AGENT_RUNS),
         last(&records::COMMAND),
+        signup = records::SIGNUP_TIME,
     );
     if let Some(g) = group_name {
         let gp = p.add(Param::Text(g.to_string()));
