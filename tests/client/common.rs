@@ -1,6 +1,7 @@
-//! A `usage-server` in this process on an ephemeral port, a team loaded through the client's
-//! `Ingest`, and tiny fake servers for the answers a correct server never gives.
-//! Only public APIs of the three crates are used.
+//! A `usage-server` in this process on an ephemeral port (the server's own test harness,
+//! `usage_server::testing`), a team loaded through the client's `Ingest`, and tiny fake
+//! servers for the answers a correct server never gives. Only public APIs of the three
+//! crates are used.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,80 +10,29 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use usage::client::{Client, RetryPolicy};
 use usage::core::schema::{Permission, Plan};
-use usage::core::time::Timestamp;
-use usage_server::auth::rate::RateConfig;
-use usage_server::http::{self, Config, Handle};
-use usage_server::store::memory::MemoryStore;
-use usage_server::store::{NewTeam, Store};
+use usage_server::http::Config;
+use usage_server::testing::{TestServer, TestStore};
+pub use usage_server::testing::{add_team, fast_config, make_key};
 
-/// Every permission.
-pub const ALL: [Permission; 5] = [
-    Permission::AnalyticsRead,
-    Permission::TeamsRead,
-    Permission::BillingRead,
-    Permission::BillingWrite,
-    Permission::UsageWrite,
-];
+/// A server (memory store) with one enterprise team (12 seats, 500 credits per seat) and
+/// a key that has every permission; [`TestServer`]'s fields through `Deref`.
+pub struct Env(TestServer);
 
-/// A server with one enterprise team (12 seats, 500 credits per seat) and a key that has
-/// every permission.
-pub struct Env {
-    pub server: Handle,
-    pub store: Arc<dyn Store>,
-    pub team: String,
-    pub key: String,
-}
+impl std::ops::Deref for Env {
+    type Target = TestServer;
 
-/// A config whose rate limit no test reaches.
-pub fn fast_config() -> Config {
-    Config {
-        rate: RateConfig {
-            per_minute: 1_000_000,
-            burst: 1_000_000,
-        },
-        ..Config::default()
+    fn deref(&self) -> &TestServer {
+        &self.0
     }
-}
-
-pub async fn add_team(store: &dyn Store, name: &str, plan: Plan) -> String {
-    store
-        .create_team(
-            NewTeam {
-                name: name.into(),
-                plan,
-                seats: 12,
-                credits_per_seat: 500,
-            },
-            Timestamp::now(),
-        )
-        .await
-        .unwrap()
-        .id
-}
-
-pub async fn make_key(store: &dyn Store, team: &str, perms: &[Permission]) -> String {
-    usage_server::cli::create_key(store, team, Some("client-tests".into()), perms.to_vec())
-        .await
-        .map_err(|f| f.summary)
-        .unwrap()
-        .1
 }
 
 impl Env {
     /// An empty team on a server with `config`.
     pub async fn empty(config: Config) -> Env {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let team = add_team(store.as_ref(), "client-tests", Plan::Enterprise).await;
-        let key = make_key(store.as_ref(), &team, &ALL).await;
-        let server = http::spawn(store.clone(), config, "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        Env {
-            server,
-            store,
-            team,
-            key,
-        }
+        Env(TestServer::start(TestStore::Memory, config, async |store| {
+            add_team(store, "client-tests", Plan::Enterprise).await
+        })
+        .await)
     }
 
     /// The team of [`seed`], loaded through the client.

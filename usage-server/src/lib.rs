@@ -26,3 +26,5 @@ pub mod demo;
 pub mod error;
 pub mod http;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

@@ -1,4 +1,5 @@
-//! A server in this process on an ephemeral port, over a memory store with a seeded team.
+//! A server in this process on an ephemeral port, over a fresh store of the kind each test
+//! names, with a seeded team ([`Env`]); [`on_every_store!`] runs a test on every store.
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -9,18 +10,55 @@ use usage_core::load::{Batch, parse_record};
 use usage_core::schema::records::{self, RecordKind};
 use usage_core::schema::{Permission, Plan};
 use usage_core::time::Timestamp;
-use usage_server::auth::rate::RateConfig;
-use usage_server::http::{self, Config, Handle};
-use usage_server::store::memory::MemoryStore;
-use usage_server::store::{NewTeam, Store};
+use usage_server::http::{Config, Handle};
+use usage_server::store::Store;
+pub use usage_server::testing::{ALL, TestServer, TestStore, add_team, fast_config, make_key};
 
-pub const ALL: [Permission; 5] = [
-    Permission::AnalyticsRead,
-    Permission::TeamsRead,
-    Permission::BillingRead,
-    Permission::BillingWrite,
-    Permission::UsageWrite,
-];
+/// Declares one test per store for the test function `$name(store: TestStore)` (async
+/// unless `sync`): `$name::memory`, `$name::sqlite` and `$name::postgres`, so a failure
+/// names its store. Arguments after the name go to `#[tokio::test(...)]`.
+macro_rules! on_every_store {
+    (sync $name:ident) => {
+        mod $name {
+            use usage_server::testing::TestStore;
+
+            #[test]
+            fn memory() {
+                super::$name(TestStore::Memory)
+            }
+
+            #[test]
+            fn sqlite() {
+                super::$name(TestStore::Sqlite)
+            }
+
+            #[test]
+            fn postgres() {
+                super::$name(TestStore::Postgres)
+            }
+        }
+    };
+    ($name:ident $(, $($arg:tt)+)?) => {
+        mod $name {
+            use usage_server::testing::TestStore;
+
+            #[tokio::test$(($($arg)+))?]
+            async fn memory() {
+                super::$name(TestStore::Memory).await
+            }
+
+            #[tokio::test$(($($arg)+))?]
+            async fn sqlite() {
+                super::$name(TestStore::Sqlite).await
+            }
+
+            #[tokio::test$(($($arg)+))?]
+            async fn postgres() {
+                super::$name(TestStore::Postgres).await
+            }
+        }
+    };
+}
 
 pub struct Env {
     pub server: Handle,
@@ -30,7 +68,7 @@ pub struct Env {
     pub team: String,
     /// A key of team A with every permission.
     pub key: String,
-    /// Holds the SQLite file of the `server_sqlite` run.
+    /// Holds a SQLite store's file.
     _dir: tempfile::TempDir,
 }
 
@@ -42,6 +80,21 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// Sends `req`; the answer, its body parsed as JSON (`Null` when it is not JSON).
+    pub async fn of(req: reqwest::RequestBuilder) -> Reply {
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let text = res.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
     /// Asserts the contract's error body and returns it.
     pub fn error(&self, status: u16, code: &str) -> &Value {
         assert_eq!(self.status, status, "body: {}", self.text);
@@ -86,32 +139,6 @@ impl Reply {
 
 pub fn d(path: &str, rule: &str) -> (String, String) {
     (path.to_string(), rule.to_string())
-}
-
-pub fn fast_config() -> Config {
-    Config {
-        rate: RateConfig {
-            per_minute: 1_000_000,
-            burst: 1_000_000,
-        },
-        ..Config::default()
-    }
-}
-
-pub async fn add_team(store: &dyn Store, name: &str, plan: Plan) -> String {
-    store
-        .create_team(
-            NewTeam {
-                name: name.into(),
-                plan,
-                seats: 12,
-                credits_per_seat: 500,
-            },
-            Timestamp::now(),
-        )
-        .await
-        .unwrap()
-        .id
 }
 
 pub async fn load(store: &dyn Store, team: &str, kind: &'static RecordKind, rows: Value) {
@@ -183,38 +210,22 @@ pub async fn seed(store: &dyn Store, team: &str) {
     .await;
 }
 
-pub async fn make_key(store: &dyn Store, team: &str, perms: &[Permission]) -> String {
-    usage_server::cli::create_key(store, team, None, perms.to_vec())
-        .await
-        .map_err(|f| f.summary)
-        .unwrap()
-        .1
-}
-
 impl Env {
-    pub async fn with_config(config: Config) -> Env {
-        // The store this test binary runs on (`STORE` of its crate root): the same suite
-        // runs on memory (`server`), SQLite (`server_sqlite`) and PostgreSQL
-        // (`server_postgres`).
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = match crate::STORE {
-            "memory" => Arc::new(MemoryStore::new()),
-            "sqlite" => {
-                usage_server::store::open(&format!("sqlite:{}", dir.path().join("t.db").display()))
-                    .await
-                    .unwrap()
-            }
-            "postgres" => usage_server::store::open(&crate::pg::fresh_store())
-                .await
-                .unwrap(),
-            other => panic!("unknown test store {other}"),
-        };
-        let team = add_team(store.as_ref(), "A", Plan::Enterprise).await;
-        seed(store.as_ref(), &team).await;
-        let key = make_key(store.as_ref(), &team, &ALL).await;
-        let server = http::spawn(store.clone(), config, "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+    /// A server over a fresh store of `kind` with `config`, team A [`seed`]ed in it.
+    pub async fn with_config(kind: TestStore, config: Config) -> Env {
+        let TestServer {
+            store,
+            server,
+            team,
+            key,
+            dir,
+            ..
+        } = TestServer::start(kind, config, async |store| {
+            let team = add_team(store, "A", Plan::Enterprise).await;
+            seed(store, &team).await;
+            team
+        })
+        .await;
         Env {
             server,
             store,
@@ -225,8 +236,9 @@ impl Env {
         }
     }
 
-    pub async fn new() -> Env {
-        Env::with_config(fast_config()).await
+    /// [`Env::with_config`] with [`fast_config`].
+    pub async fn new(kind: TestStore) -> Env {
+        Env::with_config(kind, fast_config()).await
     }
 
     pub async fn key_with(&self, perms: &[Permission]) -> String {
@@ -234,17 +246,7 @@ impl Env {
     }
 
     pub async fn send(&self, req: reqwest::RequestBuilder) -> Reply {
-        let res = req.send().await.unwrap();
-        let status = res.status().as_u16();
-        let headers = res.headers().clone();
-        let text = res.text().await.unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply {
-            status,
-            headers,
-            body,
-            text,
-        }
+        Reply::of(req).await
     }
 
     pub fn url(&self, path: &str) -> String {

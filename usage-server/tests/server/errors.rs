@@ -5,11 +5,11 @@ use usage_core::schema::Permission;
 use usage_server::auth::rate::RateConfig;
 use usage_server::http::Config;
 
-use crate::common::{Env, d, fast_config};
+use crate::common::{Env, TestStore, d, fast_config};
 
-#[tokio::test]
-async fn paths_and_methods() {
-    let env = Env::new().await;
+on_every_store!(paths_and_methods);
+async fn paths_and_methods(kind: TestStore) {
+    let env = Env::new(kind).await;
     for path in [
         "/api/v1/analytics",
         "/api/v1/Analytics/",
@@ -61,13 +61,20 @@ async fn paths_and_methods() {
     assert_eq!(r.ok(), &json!({}));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn size_then_media_type_then_json() {
-    let env = Env::with_config(Config {
-        max_body_bytes: 64,
-        max_ingest_bytes: 256,
-        ..fast_config()
-    })
+on_every_store!(
+    size_then_media_type_then_json,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn size_then_media_type_then_json(kind: TestStore) {
+    let env = Env::with_config(
+        kind,
+        Config {
+            max_body_bytes: 64,
+            max_ingest_bytes: 256,
+            ..fast_config()
+        },
+    )
     .await;
     let big = format!(
         "{{\"service_key\": \"{}\", \"pad\": \"{}\"}}",
@@ -113,7 +120,7 @@ async fn size_then_media_type_then_json() {
         .await
         .error(415, "unsupported_media_type");
     // Media type compared case-insensitively, parameters ignored.
-    let plain = Env::new().await;
+    let plain = Env::new(kind).await;
     let r = plain
         .raw(
             "GetUsageConfig",
@@ -136,9 +143,11 @@ async fn size_then_media_type_then_json() {
     assert_eq!(r.details(), [d("", "too_many")]);
 }
 
-#[tokio::test]
-async fn kinds_before_key_before_rate_before_permission_before_validation_before_names() {
-    let env = Env::new().await;
+on_every_store!(kinds_before_key_before_rate_before_permission_before_validation_before_names);
+async fn kinds_before_key_before_rate_before_permission_before_validation_before_names(
+    kind: TestStore,
+) {
+    let env = Env::new(kind).await;
     // Wrong JSON kinds answer before an unknown key.
     let r = env
         .post_as(
@@ -235,9 +244,9 @@ async fn kinds_before_key_before_rate_before_permission_before_validation_before
     r.ok();
 }
 
-#[tokio::test]
-async fn unknown_and_revoked_keys_are_401() {
-    let env = Env::new().await;
+on_every_store!(unknown_and_revoked_keys_are_401);
+async fn unknown_and_revoked_keys_are_401(kind: TestStore) {
+    let env = Env::new(kind).await;
     let key = env.key_with(&[Permission::BillingRead]).await;
     env.post_as(&key, "GetUsageConfig", json!({"team_level": true}))
         .await
@@ -265,15 +274,18 @@ async fn unknown_and_revoked_keys_are_401() {
         .error(401, "unauthenticated");
 }
 
-#[tokio::test]
-async fn rate_limit_is_per_key_with_retry_after() {
-    let env = Env::with_config(Config {
-        rate: RateConfig {
-            per_minute: 1,
-            burst: 2,
+on_every_store!(rate_limit_is_per_key_with_retry_after);
+async fn rate_limit_is_per_key_with_retry_after(kind: TestStore) {
+    let env = Env::with_config(
+        kind,
+        Config {
+            rate: RateConfig {
+                per_minute: 1,
+                burst: 2,
+            },
+            ..fast_config()
         },
-        ..fast_config()
-    })
+    )
     .await;
     let other = env.key_with(&[Permission::BillingRead]).await;
     let body = json!({"team_level": true});
@@ -295,9 +307,9 @@ async fn rate_limit_is_per_key_with_retry_after() {
     env.post_as(&other, "GetUsageConfig", body).await.ok();
 }
 
-#[tokio::test]
-async fn request_ids_are_echoed_or_made() {
-    let env = Env::new().await;
+on_every_store!(request_ids_are_echoed_or_made);
+async fn request_ids_are_echoed_or_made(kind: TestStore) {
+    let env = Env::new(kind).await;
     let req = |id: &str| {
         env.client
             .post(env.url("/api/v1/Nope"))
@@ -318,9 +330,9 @@ async fn request_ids_are_echoed_or_made() {
     assert_ne!(a.headers["x-request-id"], b.headers["x-request-id"]);
 }
 
-#[tokio::test]
-async fn a_store_that_is_down_answers_503() {
-    let env = Env::new().await;
+on_every_store!(a_store_that_is_down_answers_503);
+async fn a_store_that_is_down_answers_503(kind: TestStore) {
+    let env = Env::new(kind).await;
     env.store.close().await.unwrap();
     let r = env.send(env.client.get(env.url("/healthz"))).await;
     r.error(503, "unavailable");
@@ -336,9 +348,9 @@ async fn a_store_that_is_down_answers_503() {
         .error(415, "unsupported_media_type");
 }
 
-#[tokio::test]
-async fn graceful_shutdown_finishes_and_stops_accepting() {
-    let env = Env::new().await;
+on_every_store!(graceful_shutdown_finishes_and_stops_accepting);
+async fn graceful_shutdown_finishes_and_stops_accepting(kind: TestStore) {
+    let env = Env::new(kind).await;
     let url = env.url("/healthz");
     env.server.shutdown().await;
     assert!(reqwest::get(url).await.is_err());

@@ -4,143 +4,73 @@
 //! `UsageConfig` body parsed as JSON, `signupTime` parsed as RFC 3339). Expected values are
 //! worked out by hand from the records [`seed`] ingests.
 //!
-//! Every test runs on every store of [`stores`], each in a fresh temp dir.
+//! Every test runs on every store ([`on_every_store!`]), each in a fresh temp dir; a
+//! PostgreSQL run gets a schema of its own, empty as the demo test needs.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::ops::Deref;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use tempfile::TempDir;
 use usage_core::JsonPath;
 use usage_core::load::{Batch, parse_record};
 use usage_core::schema::Plan;
 use usage_core::schema::records::{self, RecordKind};
 use usage_core::time::Timestamp;
-use usage_server::http;
-use usage_server::store::{self, Store};
+use usage_server::store::Store;
 
-use crate::common::{ALL, Reply, add_team, d, fast_config, make_key};
-
-/// A store the tests run on.
-pub struct Backend {
-    /// Printed before each run, so a failure names its store.
-    pub name: &'static str,
-    /// The `--store` value of a fresh store, given a temp dir the test owns.
-    pub spec: fn(&Path) -> String,
-    /// Whether the store keeps its data when closed: then the tests reopen it after
-    /// loading, so that every answer comes from what the store wrote.
-    pub durable: bool,
-}
-
-/// Every store the fidelity tests run on.
-///
-/// A PostgreSQL run gets a schema of its own (`pg::fresh_store`), empty as the demo test
-/// needs.
-pub fn stores() -> Vec<Backend> {
-    vec![
-        Backend {
-            name: "memory",
-            spec: |_| "memory:".to_string(),
-            durable: false,
-        },
-        Backend {
-            name: "sqlite",
-            spec: |dir| format!("sqlite:{}", dir.join("usage.db").display()),
-            durable: true,
-        },
-        Backend {
-            name: "postgres",
-            spec: |_| crate::pg::fresh_store(),
-            durable: true,
-        },
-    ]
-}
+use crate::common::{Reply, TestServer, TestStore, add_team, d, fast_config};
 
 /// A server in this process over one fresh store, with one team and a key of every
-/// permission.
+/// permission; its fields through [`Deref`].
 pub struct Fx {
-    /// The `--store` value, to open the same store again.
-    spec: String,
-    store: Arc<dyn Store>,
-    server: http::Handle,
+    t: TestServer,
     client: reqwest::Client,
-    team: String,
-    key: String,
-    _dir: TempDir,
+}
+
+impl Deref for Fx {
+    type Target = TestServer;
+
+    fn deref(&self) -> &TestServer {
+        &self.t
+    }
 }
 
 impl Fx {
-    async fn start(b: &Backend) -> Fx {
-        Fx::open(b, async |store| {
+    async fn start(kind: TestStore) -> Fx {
+        Fx::open(kind, async |store| {
             add_team(store, "fidelity", Plan::Enterprise).await
         })
         .await
     }
 
     /// A server over a fresh store that the demo fills (`serve --demo`).
-    async fn start_demo(b: &Backend, now: Timestamp) -> Fx {
-        Fx::open(b, async |store| {
+    async fn start_demo(kind: TestStore, now: Timestamp) -> Fx {
+        Fx::open(kind, async |store| {
             usage_server::demo::ensure(store, now).await.unwrap()
         })
         .await
     }
 
-    /// A fresh store of `b`, the team `make_team` makes in it, a key of that team with
+    /// A fresh store of `kind`, the team `make_team` makes in it, a key of that team with
     /// every permission, and a server.
-    async fn open(b: &Backend, make_team: impl AsyncFnOnce(&dyn Store) -> String) -> Fx {
-        let dir = tempfile::tempdir().unwrap();
-        let spec = (b.spec)(dir.path());
-        let store = store::open(&spec)
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", b.name));
-        let team = make_team(store.as_ref()).await;
-        let key = make_key(store.as_ref(), &team, &ALL).await;
-        let server = http::spawn(store.clone(), fast_config(), "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+    async fn open(kind: TestStore, make_team: impl AsyncFnOnce(&dyn Store) -> String) -> Fx {
         Fx {
-            spec,
-            store,
-            server,
+            t: TestServer::start(kind, fast_config(), make_team).await,
             client: reqwest::Client::new(),
-            team,
-            key,
-            _dir: dir,
         }
     }
 
     /// The same store closed and opened again, under a new server.
     async fn reopen(self) -> Fx {
-        let Fx {
-            spec,
-            store,
-            server,
-            client,
-            team,
-            key,
-            _dir,
-        } = self;
-        server.shutdown().await;
-        drop(store);
-        let store = store::open(&spec).await.unwrap();
-        let server = http::spawn(store.clone(), fast_config(), "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
         Fx {
-            spec,
-            store,
-            server,
-            client,
-            team,
-            key,
-            _dir,
+            t: self.t.reopen(fast_config()).await,
+            client: self.client,
         }
     }
 
     /// Stops the server, which closes the store.
     async fn stop(self) {
-        self.server.shutdown().await;
+        self.t.server.shutdown().await;
     }
 
     /// POSTs `body` with the team's key as `service_key`, as the hosted service's
@@ -151,24 +81,13 @@ impl Fx {
     }
 
     async fn send_text(&self, op: &str, body: String) -> Reply {
-        let res = self
-            .client
-            .post(format!("{}/api/v1/{op}", self.server.url()))
-            .header("Content-Type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        let status = res.status().as_u16();
-        let headers = res.headers().clone();
-        let text = res.text().await.unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply {
-            status,
-            headers,
-            body,
-            text,
-        }
+        Reply::of(
+            self.client
+                .post(format!("{}/api/v1/{op}", self.server.url()))
+                .header("Content-Type", "application/json")
+                .body(body),
+        )
+        .await
     }
 
     async fn ingest(&self, kind: &str, records: Value) {
@@ -213,36 +132,34 @@ impl Fx {
     }
 }
 
-/// Runs `load`, then `check` with what `load` returned, on each store of [`stores`]; a
+/// Runs `load`, then `check` with what `load` returned, on a fresh store of `kind`; a
 /// durable store is then closed and opened again, under a new server, and `check` runs
 /// again.
-async fn on_every_store_reopened<T>(load: impl AsyncFn(&Fx) -> T, check: impl AsyncFn(&Fx, &T)) {
-    for b in stores() {
-        eprintln!("fidelity: on the {} store", b.name);
-        let mut fx = Fx::start(&b).await;
-        let loaded = load(&fx).await;
+async fn on_store_reopened<T>(
+    kind: TestStore,
+    load: impl AsyncFn(&Fx) -> T,
+    check: impl AsyncFn(&Fx, &T),
+) {
+    let mut fx = Fx::start(kind).await;
+    let loaded = load(&fx).await;
+    check(&fx, &loaded).await;
+    if kind.durable() {
+        fx = fx.reopen().await;
         check(&fx, &loaded).await;
-        if b.durable {
-            fx = fx.reopen().await;
-            check(&fx, &loaded).await;
-        }
-        fx.stop().await;
     }
+    fx.stop().await;
 }
 
-/// Runs `test` on each store of [`stores`] after [`seed`]; a durable store is closed and
+/// Runs `test` on a fresh store of `kind` after [`seed`]; a durable store is closed and
 /// opened again in between, under a new server.
-async fn on_every_seeded_store(test: impl AsyncFn(&Fx)) {
-    for b in stores() {
-        eprintln!("fidelity: on the {} store", b.name);
-        let mut fx = Fx::start(&b).await;
-        seed(&fx).await;
-        if b.durable {
-            fx = fx.reopen().await;
-        }
-        test(&fx).await;
-        fx.stop().await;
+async fn on_seeded_store(kind: TestStore, test: impl AsyncFn(&Fx)) {
+    let mut fx = Fx::start(kind).await;
+    seed(&fx).await;
+    if kind.durable() {
+        fx = fx.reopen().await;
     }
+    test(&fx).await;
+    fx.stop().await;
 }
 
 /// Items as rows of strings, in the order of `aliases`; every item has exactly these keys,
@@ -470,9 +387,9 @@ fn autocomplete_export(keys: &[&str]) -> Value {
     })
 }
 
-#[tokio::test]
-async fn raw_autocomplete_rows_for_one_two_and_three_users() {
-    on_every_seeded_store(async |fx| {
+on_every_store!(raw_autocomplete_rows_for_one_two_and_three_users);
+async fn raw_autocomplete_rows_for_one_two_and_three_users(kind: TestStore) {
+    on_seeded_store(kind, async |fx| {
         let ana_go = "k-ana|2025-05-01|2025-05-01 13:00:00 +0000 UTC|GO|vscode|1.10.0|1|2|10";
         let ana_py = "k-ana|2025-05-01|2025-05-01 13:00:00 +0000 UTC|PYTHON|vscode|1.10.0|3|6|30";
         let bob = "k-bob|2025-05-01|2025-05-01 13:00:00 +0000 UTC|PYTHON|jetbrains|1.9.12|5|10|50";
@@ -524,9 +441,9 @@ const CHAT_FIELDS: [&str; 12] = [
     "chat_loc_used",
 ];
 
-#[tokio::test]
-async fn raw_chat_rows_carry_booleans_and_metrics() {
-    on_every_seeded_store(async |fx| {
+on_every_store!(raw_chat_rows_carry_booleans_and_metrics);
+async fn raw_chat_rows_carry_booleans_and_metrics(kind: TestStore) {
+    on_seeded_store(kind, async |fx| {
         let query = json!({"data_source": CHAT, "selections": sel(&CHAT_FIELDS)});
         let items = fx.items(query.clone()).await;
         let aliases: Vec<String> = CHAT_FIELDS.iter().map(|f| f.to_lowercase()).collect();
@@ -556,9 +473,9 @@ const COMMAND_FIELDS: [&str; 11] = [
     "accepted",
 ];
 
-#[tokio::test]
-async fn raw_command_rows_carry_byte_and_line_metrics() {
-    on_every_seeded_store(async |fx| {
+on_every_store!(raw_command_rows_carry_byte_and_line_metrics);
+async fn raw_command_rows_carry_byte_and_line_metrics(kind: TestStore) {
+    on_seeded_store(kind, async |fx| {
         let query = json!({"data_source": COMMAND, "selections": sel(&COMMAND_FIELDS),
             "filters": [filter("date", "GE", "2025-05-01"), filter("date", "LE", "2025-05-31")]});
         let items = fx.items(query.clone()).await;
@@ -594,9 +511,9 @@ fn agent_credits(filters: Value) -> Value {
         "filters": filters})
 }
 
-#[tokio::test]
-async fn raw_agent_rows_carry_credits_and_the_users_email() {
-    on_every_seeded_store(async |fx| {
+on_every_store!(raw_agent_rows_carry_credits_and_the_users_email);
+async fn raw_agent_rows_carry_credits_and_the_users_email(kind: TestStore) {
+    on_seeded_store(kind, async |fx| {
         let fields = [
             "api_key",
             "date",
@@ -665,9 +582,9 @@ async fn raw_agent_rows_carry_credits_and_the_users_email() {
     .await;
 }
 
-#[tokio::test]
-async fn grouped_agent_credits_by_date_and_model() {
-    on_every_seeded_store(async |fx| {
+on_every_store!(grouped_agent_credits_by_date_and_model);
+async fn grouped_agent_credits_by_date_and_model(kind: TestStore) {
+    on_seeded_store(kind, async |fx| {
         let sums = json!([
             {"field": "prompts_used", "aggregation_function": "QUERY_AGGREGATION_SUM"},
             {"field": "flex_credits_used", "aggregation_function": "QUERY_AGGREGATION_SUM"}
@@ -722,9 +639,9 @@ async fn grouped_agent_credits_by_date_and_model() {
     .await;
 }
 
-#[tokio::test]
-async fn time_values_in_results_and_filters() {
-    on_every_seeded_store(async |fx| {
+on_every_store!(time_values_in_results_and_filters);
+async fn time_values_in_results_and_filters(kind: TestStore) {
+    on_seeded_store(kind, async |fx| {
         let auto = |filters: Value| {
             json!({"data_source": AUTOCOMPLETE,
                 "selections": sel(&["api_key", "hour", "num_acceptances"]), "filters": filters})
@@ -915,9 +832,9 @@ async fn time_values_in_results_and_filters() {
     .await;
 }
 
-#[tokio::test]
-async fn several_equal_filters_on_one_field_are_an_in_list() {
-    on_every_seeded_store(async |fx| {
+on_every_store!(several_equal_filters_on_one_field_are_an_in_list);
+async fn several_equal_filters_on_one_field_are_an_in_list(kind: TestStore) {
+    on_seeded_store(kind, async |fx| {
         // Each autocomplete record has its own num_acceptances: (api_key, n) names it.
         let got = async |filters: Value| -> Vec<(String, String)> {
             let q = json!({"data_source": AUTOCOMPLETE,
@@ -1021,9 +938,9 @@ async fn several_equal_filters_on_one_field_are_an_in_list() {
     .await;
 }
 
-#[tokio::test]
-async fn aggregated_shapes_still_reject_unaggregated_metrics() {
-    on_every_seeded_store(async |fx| {
+on_every_store!(aggregated_shapes_still_reject_unaggregated_metrics);
+async fn aggregated_shapes_still_reject_unaggregated_metrics(kind: TestStore) {
+    on_seeded_store(kind, async |fx| {
         let sum = |f: &str| json!({"field": f, "aggregation_function": "QUERY_AGGREGATION_SUM"});
         let unspecified =
             |f: &str| json!({"field": f, "aggregation_function": "QUERY_AGGREGATION_UNSPECIFIED"});
@@ -1179,9 +1096,9 @@ async fn aggregated_shapes_still_reject_unaggregated_metrics() {
     .await;
 }
 
-#[tokio::test]
-async fn usage_config_answers_an_empty_json_message() {
-    on_every_seeded_store(async |fx| {
+on_every_store!(usage_config_answers_an_empty_json_message);
+async fn usage_config_answers_an_empty_json_message(kind: TestStore) {
+    on_seeded_store(kind, async |fx| {
         let cases = [
             (json!({"team_level": true}), json!(500)),
             (json!({"group_id": "g-eng"}), json!(0)),
@@ -1257,8 +1174,8 @@ fn batch(kind: &'static RecordKind, rows: Value) -> Batch {
     }
 }
 
-#[tokio::test]
-async fn signup_time_in_every_user_entry() {
+on_every_store!(signup_time_in_every_user_entry);
+async fn signup_time_in_every_user_entry(kind: TestStore) {
     let load = async |fx: &Fx| {
         // A user first stored long ago (as an earlier import would have).
         let long_ago = Timestamp::parse_rfc3339("2020-01-01T00:00:00.75Z").unwrap();
@@ -1351,14 +1268,14 @@ async fn signup_time_in_every_user_entry() {
         assert_eq!(new.2, "2023-01-01T00:00:00Z");
         now
     };
-    on_every_store_reopened(load, async |fx, loaded| {
+    on_store_reopened(kind, load, async |fx, loaded| {
         assert_eq!(&signups(fx).await, loaded);
     })
     .await;
 }
 
-#[tokio::test]
-async fn flex_credits_through_ingest_and_import() {
+on_every_store!(flex_credits_through_ingest_and_import);
+async fn flex_credits_through_ingest_and_import(kind: TestStore) {
     let flex = async |fx: &Fx| -> Vec<Vec<String>> {
         let q = json!({"data_source": AGENT,
             "selections": sel(&["agent_id", "flex_credits_used"]),
@@ -1407,7 +1324,7 @@ async fn flex_credits_through_ingest_and_import() {
             [d("records[0].flex_credits_used", "invalid_value")]
         );
     };
-    on_every_store_reopened(load, async |fx, ()| {
+    on_store_reopened(kind, load, async |fx, ()| {
         assert_eq!(flex(fx).await, rows(&["c1|150", "c2|40", "c6|0"]));
     })
     .await;
@@ -1445,48 +1362,44 @@ fn compatibility_page_curls(key: &str) -> Vec<(String, String)> {
     out
 }
 
-#[tokio::test]
-async fn demo_data_and_the_compatibility_page() {
-    for b in stores() {
-        eprintln!("fidelity: on the {} store", b.name);
-        let now = Timestamp::now();
-        let fx = Fx::start_demo(&b, now).await;
-        // The demo's runs carry flex credits: their sum over the demo's records.
-        let want: i64 = usage_server::demo::records(now)
-            .iter()
-            .filter(|b| b.kind.name == "agent_runs")
-            .flat_map(|b| &b.records)
-            .map(|r| r.count("flex_credits_used"))
-            .sum();
-        assert!(want > 0);
-        let q = json!({"data_source": AGENT,
-            "selections": [{"field": "flex_credits_used", "aggregation_function": "QUERY_AGGREGATION_SUM"}]});
-        assert_eq!(
-            table(&fx.items(q).await, &["sum_flex_credits_used"]),
-            [vec![want.to_string()]]
-        );
-        // Every curl of the compatibility page answers, with data.
-        let curls = compatibility_page_curls(&fx.key);
-        assert_eq!(curls.len(), 7, "{curls:?}");
-        for (op, body) in curls {
-            let parsed: Value =
-                serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
-            let r = fx.send_text(&op, parsed.to_string()).await;
-            let v = r.ok();
-            match op.as_str() {
-                "Analytics" => {
-                    for q in v["queryResults"].as_array().unwrap() {
-                        assert!(!q["responseItems"].as_array().unwrap().is_empty(), "{body}");
-                    }
+on_every_store!(demo_data_and_the_compatibility_page);
+async fn demo_data_and_the_compatibility_page(kind: TestStore) {
+    let now = Timestamp::now();
+    let fx = Fx::start_demo(kind, now).await;
+    // The demo's runs carry flex credits: their sum over the demo's records.
+    let want: i64 = usage_server::demo::records(now)
+        .iter()
+        .filter(|b| b.kind.name == "agent_runs")
+        .flat_map(|b| &b.records)
+        .map(|r| r.count("flex_credits_used"))
+        .sum();
+    assert!(want > 0);
+    let q = json!({"data_source": AGENT,
+        "selections": [{"field": "flex_credits_used", "aggregation_function": "QUERY_AGGREGATION_SUM"}]});
+    assert_eq!(
+        table(&fx.items(q).await, &["sum_flex_credits_used"]),
+        [vec![want.to_string()]]
+    );
+    // Every curl of the compatibility page answers, with data.
+    let curls = compatibility_page_curls(&fx.key);
+    assert_eq!(curls.len(), 7, "{curls:?}");
+    for (op, body) in curls {
+        let parsed: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        let r = fx.send_text(&op, parsed.to_string()).await;
+        let v = r.ok();
+        match op.as_str() {
+            "Analytics" => {
+                for q in v["queryResults"].as_array().unwrap() {
+                    assert!(!q["responseItems"].as_array().unwrap().is_empty(), "{body}");
                 }
-                "UserPageAnalytics" => {
-                    let users = v["userTableStats"].as_array().unwrap();
-                    assert!(users.iter().all(|u| u["signupTime"].is_string()), "{v}");
-                }
-                "UsageConfig" => assert_eq!(v, &json!({})),
-                other => panic!("a curl of {other}"),
             }
+            "UserPageAnalytics" => {
+                let users = v["userTableStats"].as_array().unwrap();
+                assert!(users.iter().all(|u| u["signupTime"].is_string()), "{v}");
+            }
+            "UsageConfig" => assert_eq!(v, &json!({})),
+            other => panic!("a curl of {other}"),
         }
-        fx.stop().await;
     }
+    fx.stop().await;
 }

@@ -1,10 +1,10 @@
-//! The server's tests over real HTTP on the memory store. The HTTP-level modules also run
-//! on SQLite (`tests/server_sqlite.rs`) and PostgreSQL (`tests/server_postgres.rs`);
-//! `fidelity` runs on every store itself.
+//! The server's tests over real HTTP, in one binary. The HTTP-level modules (`errors`,
+//! `ops`, `permissions`, `props`, `tenancy`) run each test on every store: memory, SQLite
+//! and PostgreSQL, as `module::test::memory`, `::sqlite` and `::postgres`
+//! ([`on_every_store!`]); `fidelity` runs on every store itself; `process` and `cli` run
+//! the real binary.
 
-/// The store [`common::Env`] opens.
-const STORE: &str = "memory";
-
+#[macro_use]
 mod common;
 
 mod cli;
@@ -12,7 +12,6 @@ mod errors;
 mod fidelity;
 mod ops;
 mod permissions;
-mod pg;
 mod process;
 mod props;
 mod tenancy;

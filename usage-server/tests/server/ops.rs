@@ -3,7 +3,7 @@
 use serde_json::json;
 use usage_core::time::Timestamp;
 
-use crate::common::{Env, d};
+use crate::common::{Env, TestStore, d};
 
 fn by_language(group: Option<&str>) -> serde_json::Value {
     let mut b = json!({"query_requests": [{
@@ -17,9 +17,9 @@ fn by_language(group: Option<&str>) -> serde_json::Value {
     b
 }
 
-#[tokio::test]
-async fn analytics_answers_grouped_values_in_order() {
-    let env = Env::new().await;
+on_every_store!(analytics_answers_grouped_values_in_order);
+async fn analytics_answers_grouped_values_in_order(kind: TestStore) {
+    let env = Env::new(kind).await;
     let r = env.post("Analytics", by_language(None)).await;
     assert_eq!(
         r.ok().to_string(),
@@ -48,9 +48,9 @@ async fn analytics_answers_grouped_values_in_order() {
     );
 }
 
-#[tokio::test]
-async fn analytics_rule_violations_list_every_detail() {
-    let env = Env::new().await;
+on_every_store!(analytics_rule_violations_list_every_detail);
+async fn analytics_rule_violations_list_every_detail(kind: TestStore) {
+    let env = Env::new(kind).await;
     let r = env
         .post("Analytics", json!({"query_requests": [
             {"data_source": "QUERY_DATA_SOURCE_USER_DATA",
@@ -83,21 +83,24 @@ async fn analytics_rule_violations_list_every_detail() {
     let r = env.post("Analytics", by_language(Some("nope"))).await;
     r.error(404, "not_found");
     // A query over the result limit is too_many at the query.
-    let env = Env::with_config(usage_server::http::Config {
-        limits: usage_core::plan::Limits {
-            result_items: 2,
-            ..Default::default()
+    let env = Env::with_config(
+        kind,
+        usage_server::http::Config {
+            limits: usage_core::plan::Limits {
+                result_items: 2,
+                ..Default::default()
+            },
+            ..crate::common::fast_config()
         },
-        ..crate::common::fast_config()
-    })
+    )
     .await;
     let r = env.post("Analytics", by_language(None)).await;
     assert_eq!(r.details(), [d("query_requests[0]", "too_many")]);
 }
 
-#[tokio::test]
-async fn user_page_lists_every_user_and_errors_carry_error() {
-    let env = Env::new().await;
+on_every_store!(user_page_lists_every_user_and_errors_carry_error);
+async fn user_page_lists_every_user_and_errors_carry_error(kind: TestStore) {
+    let env = Env::new(kind).await;
     let r = env.post("UserPageAnalytics", json!({})).await;
     let users = r.ok()["userTableStats"].as_array().unwrap().clone();
     let emails: Vec<_> = users.iter().map(|u| u["email"].as_str().unwrap()).collect();
@@ -154,9 +157,9 @@ async fn user_page_lists_every_user_and_errors_carry_error() {
     );
 }
 
-#[tokio::test]
-async fn agent_analytics_answers_each_source() {
-    let env = Env::new().await;
+on_every_store!(agent_analytics_answers_each_source);
+async fn agent_analytics_answers_each_source(kind: TestStore) {
+    let env = Env::new(kind).await;
     let r = env
         .post("AgentAnalytics", json!({"query_requests": [{"agent_lines": {}}, {"agent_runs": {}}, {"agent_tool_usage": {}}]}))
         .await;
@@ -209,9 +212,9 @@ async fn agent_analytics_answers_each_source() {
     r.error(404, "not_found");
 }
 
-#[tokio::test]
-async fn caps_set_read_clear_and_scope_errors() {
-    let env = Env::new().await;
+on_every_store!(caps_set_read_clear_and_scope_errors);
+async fn caps_set_read_clear_and_scope_errors(kind: TestStore) {
+    let env = Env::new(kind).await;
     assert_eq!(
         env.post("GetUsageConfig", json!({"team_level": true}))
             .await
@@ -346,9 +349,9 @@ async fn caps_set_read_clear_and_scope_errors() {
     assert_eq!(env.store.audit(&env.team).await.unwrap().len(), 6);
 }
 
-#[tokio::test]
-async fn credit_balance_needs_the_enterprise_plan() {
-    let env = Env::new().await;
+on_every_store!(credit_balance_needs_the_enterprise_plan);
+async fn credit_balance_needs_the_enterprise_plan(kind: TestStore) {
+    let env = Env::new(kind).await;
     let r = env.post("GetTeamCreditBalance", json!({})).await;
     let b = r.ok();
     let today = Timestamp::now().date().start().to_rfc3339();
@@ -409,9 +412,9 @@ async fn credit_balance_needs_the_enterprise_plan() {
     assert_eq!(r.details(), [d("bogus", "unknown_field")]);
 }
 
-#[tokio::test]
-async fn ingest_loads_records_all_or_nothing() {
-    let env = Env::new().await;
+on_every_store!(ingest_loads_records_all_or_nothing);
+async fn ingest_loads_records_all_or_nothing(kind: TestStore) {
+    let env = Env::new(kind).await;
     let rec = |k: &str, n: i64| {
         json!({"api_key": k, "hour": "2025-06-01T10:00:00Z", "language": "ZIG", "ide": "vscode",
                                        "version": "1", "num_acceptances": n, "num_lines_accepted": 0, "num_bytes_accepted": 0})
@@ -449,13 +452,16 @@ async fn ingest_loads_records_all_or_nothing() {
     let r = env.post("Ingest", json!({"kind": "users", "records": [{"email": "new@a", "name": "N", "api_key": "k-ana"}]})).await;
     assert_eq!(r.details(), [d("records[0].api_key", "invalid_value")]);
     // Too many records.
-    let env2 = Env::with_config(usage_server::http::Config {
-        limits: usage_core::plan::Limits {
-            ingest_records: 2,
-            ..Default::default()
+    let env2 = Env::with_config(
+        kind,
+        usage_server::http::Config {
+            limits: usage_core::plan::Limits {
+                ingest_records: 2,
+                ..Default::default()
+            },
+            ..crate::common::fast_config()
         },
-        ..crate::common::fast_config()
-    })
+    )
     .await;
     let r = env2
         .post(
@@ -466,10 +472,12 @@ async fn ingest_loads_records_all_or_nothing() {
     assert_eq!(r.details(), [d("records", "too_many")]);
 }
 
-#[tokio::test]
-async fn demo_data_answers_the_printed_curl_query() {
-    let store: std::sync::Arc<dyn usage_server::store::Store> =
-        std::sync::Arc::new(usage_server::store::memory::MemoryStore::new());
+on_every_store!(demo_data_answers_the_printed_curl_query);
+async fn demo_data_answers_the_printed_curl_query(kind: TestStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = usage_server::store::open(&kind.fresh_spec(dir.path()))
+        .await
+        .unwrap();
     let team = usage_server::demo::ensure(store.as_ref(), Timestamp::now())
         .await
         .unwrap();

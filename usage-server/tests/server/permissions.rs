@@ -2,7 +2,7 @@
 
 use usage_core::schema::Permission;
 
-use crate::common::{ALL, Env, valid_requests};
+use crate::common::{ALL, Env, TestStore, valid_requests};
 
 fn allowed(op: &str) -> Permission {
     match op {
@@ -15,9 +15,9 @@ fn allowed(op: &str) -> Permission {
     }
 }
 
-#[tokio::test]
-async fn each_operation_needs_exactly_its_permission() {
-    let env = Env::new().await;
+on_every_store!(each_operation_needs_exactly_its_permission);
+async fn each_operation_needs_exactly_its_permission(kind: TestStore) {
+    let env = Env::new(kind).await;
     let mut seen = 0;
     for perm in ALL {
         let key = env.key_with(&[perm]).await;

@@ -394,7 +394,7 @@ async fn two_servers_share_one_sqlite_store() {
 
 #[tokio::test]
 async fn two_servers_share_one_postgres_database() {
-    let store = crate::pg::fresh_store();
+    let store = usage_server::testing::fresh_postgres();
     // `migrate` on a fresh database applies the migrations once.
     assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 1}));
     assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 0}));

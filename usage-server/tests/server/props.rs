@@ -1,27 +1,31 @@
 //! Arbitrary JSON values and arbitrary bytes to every operation: never a 5xx, never a
 //! panic, always the contract's error body (or a 200 where the input happens to be valid).
 
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
-use crate::common::Env;
+use crate::common::{Env, TestStore};
 
 struct Shared {
     rt: tokio::runtime::Runtime,
     env: Env,
 }
 
-static SHARED: LazyLock<Shared> = LazyLock::new(|| {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let env = rt.block_on(Env::new());
-    Shared { rt, env }
-});
+/// One server per store, shared by the cases of both properties on that store.
+fn shared(kind: TestStore) -> &'static Shared {
+    static SHARED: [OnceLock<Shared>; 3] = [const { OnceLock::new() }; 3];
+    SHARED[kind as usize].get_or_init(|| {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let env = rt.block_on(Env::new(kind));
+        Shared { rt, env }
+    })
+}
 
 const OPS: [&str; 7] = [
     "Analytics",
@@ -116,8 +120,7 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
-fn check(op: &str, body: Vec<u8>) -> Result<(), TestCaseError> {
-    let s = &*SHARED;
+fn check(s: &Shared, op: &str, body: Vec<u8>) -> Result<(), TestCaseError> {
     let r = s.rt.block_on(s.env.raw(op, Some("application/json"), body));
     prop_assert!(r.status < 500, "{op}: {} {}", r.status, r.text);
     if r.status != 200 {
@@ -145,19 +148,29 @@ fn check(op: &str, body: Vec<u8>) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, failure_persistence: None, ..ProptestConfig::default() })]
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: 192,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
 
-    #[test]
-    fn arbitrary_json_never_fails_the_server(op in prop::sample::select(&OPS[..]), mut v in json_value(), with_key in any::<bool>()) {
+on_every_store!(sync arbitrary_json_never_fails_the_server);
+fn arbitrary_json_never_fails_the_server(kind: TestStore) {
+    let s = shared(kind);
+    proptest!(config(), |(op in prop::sample::select(&OPS[..]), mut v in json_value(), with_key in any::<bool>())| {
         if with_key && let Value::Object(m) = &mut v {
-            m.insert("service_key".into(), Value::String(SHARED.env.key.clone()));
+            m.insert("service_key".into(), Value::String(s.env.key.clone()));
         }
-        check(op, serde_json::to_vec(&v).unwrap())?;
-    }
+        check(s, op, serde_json::to_vec(&v).unwrap())?;
+    });
+}
 
-    #[test]
-    fn arbitrary_bytes_never_fail_the_server(op in prop::sample::select(&OPS[..]), bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-        check(op, bytes)?;
-    }
+on_every_store!(sync arbitrary_bytes_never_fail_the_server);
+fn arbitrary_bytes_never_fail_the_server(kind: TestStore) {
+    let s = shared(kind);
+    proptest!(config(), |(op in prop::sample::select(&OPS[..]), bytes in prop::collection::vec(any::<u8>(), 0..200))| {
+        check(s, op, bytes)?;
+    });
 }

@@ -4,7 +4,7 @@
 use serde_json::json;
 use usage_core::schema::Plan;
 
-use crate::common::{ALL, Env, add_team, make_key};
+use crate::common::{ALL, Env, TestStore, add_team, make_key};
 
 const A_STRINGS: [&str; 7] = ["ana@a", "bob@a", "cy@a", "k-ana", "k-bob", "eng", "g-eng"];
 
@@ -14,9 +14,9 @@ fn no_data_of_a(text: &str) {
     }
 }
 
-#[tokio::test]
-async fn team_b_cannot_see_or_touch_team_a() {
-    let env = Env::new().await;
+on_every_store!(team_b_cannot_see_or_touch_team_a);
+async fn team_b_cannot_see_or_touch_team_a(kind: TestStore) {
+    let env = Env::new(kind).await;
     let b = add_team(env.store.as_ref(), "B", Plan::Enterprise).await;
     let kb = make_key(env.store.as_ref(), &b, &ALL).await;
     let cases = [
