@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, suggestion};
 use crate::plan::Limits;
 use crate::schema::records::{RecordKind, RecordType, kind_names};
-use crate::time::{Date, Timestamp};
+use crate::time::{Date, TimeError, Timestamp};
 use crate::validate::{finish, missing, too_many};
 use crate::wire::IngestRequest;
 use crate::wire::decode::{camel, read_int};
@@ -305,6 +305,40 @@ pub fn parse_record(
     Ok(record)
 }
 
+/// The longest text value a record may hold, in bytes of UTF-8 (contract section 11): every
+/// store keeps and indexes what one store accepts.
+pub const MAX_TEXT_BYTES: usize = 1024;
+
+/// The one rule for every text value of a record: no U+0000 (SQL text cannot hold it;
+/// refusing it for every store keeps their answers alike) and at most [`MAX_TEXT_BYTES`].
+fn storable_text(s: &str) -> Result<&str, (Rule, String)> {
+    if s.contains('\0') {
+        return Err((
+            Rule::InvalidValue,
+            "must not contain the character U+0000".into(),
+        ));
+    }
+    if s.len() > MAX_TEXT_BYTES {
+        return Err((
+            Rule::InvalidValue,
+            format!(
+                "is {} bytes long; a text value is at most {MAX_TEXT_BYTES} bytes of UTF-8",
+                s.len()
+            ),
+        ));
+    }
+    Ok(s)
+}
+
+/// The message of a time or date that does not parse or lies outside the kept range.
+fn time_error(s: &str, e: TimeError, form: &str) -> (Rule, String) {
+    let shown: String = s.chars().take(64).collect();
+    match e {
+        TimeError::Syntax => (Rule::InvalidValue, format!("\"{shown}\" is not {form}")),
+        TimeError::Range => (Rule::InvalidValue, format!("\"{shown}\" {e}")),
+    }
+}
+
 fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, (Rule, String)> {
     let kind_err = |what: &str| {
         (
@@ -317,13 +351,7 @@ fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, 
             Value::String(s) if s.is_empty() && required => {
                 Err((Rule::MissingField, "is required; got \"\"".into()))
             }
-            // Stores keep text as SQL text, which cannot hold U+0000; refusing it for every
-            // store keeps their answers alike.
-            Value::String(s) if s.contains('\0') => Err((
-                Rule::InvalidValue,
-                "must not contain the character U+0000".into(),
-            )),
-            Value::String(s) => Ok(s),
+            Value::String(s) => storable_text(s),
             _ => Err(kind_err("a string")),
         }
     };
@@ -331,12 +359,8 @@ fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, 
         RecordType::Text => Ok(FieldValue::Text(text()?.to_string())),
         RecordType::Timestamp | RecordType::Hour => {
             let s = text()?;
-            let t = Timestamp::parse_rfc3339(s).ok_or_else(|| {
-                (
-                    Rule::InvalidValue,
-                    format!("\"{s}\" is not an RFC 3339 timestamp"),
-                )
-            })?;
+            let t = Timestamp::read_rfc3339(s)
+                .map_err(|e| time_error(s, e, "an RFC 3339 timestamp"))?;
             if ty == RecordType::Hour && !t.is_hour_start() {
                 return Err((
                     Rule::InvalidValue,
@@ -349,12 +373,9 @@ fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, 
         }
         RecordType::Day => {
             let s = text()?;
-            Date::parse(s).map(FieldValue::Day).ok_or_else(|| {
-                (
-                    Rule::InvalidValue,
-                    format!("\"{s}\" is not a day YYYY-MM-DD"),
-                )
-            })
+            Date::read(s)
+                .map(FieldValue::Day)
+                .map_err(|e| time_error(s, e, "a day YYYY-MM-DD"))
         }
         RecordType::Count => match x {
             Value::Number(_) | Value::String(_) => {
@@ -393,8 +414,8 @@ fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, 
                 let mut out = Vec::with_capacity(a.len());
                 for e in a {
                     match e {
-                        Value::String(s) if !s.is_empty() && !s.contains('\0') => {
-                            out.push(s.clone())
+                        Value::String(s) if !s.is_empty() => {
+                            out.push(storable_text(s)?.to_string())
                         }
                         _ => return Err(kind_err("an array of non-empty group ids")),
                     }
@@ -478,8 +499,164 @@ pub fn ingest(req: &IngestRequest, limits: &Limits) -> Result<Batch, Vec<Violati
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::records::{AGENT_RUNS, AUTOCOMPLETE, CHAT, USERS};
+    use crate::schema::records::{AGENT_RUNS, AUTOCOMPLETE, CHAT, KINDS, RecordType, USERS};
     use serde_json::json;
+
+    /// A valid record of `kind` built from its table: every field given, times increasing
+    /// in field order (so a cycle's end follows its start).
+    fn valid_record(kind: &RecordKind) -> serde_json::Map<String, Value> {
+        let mut m = serde_json::Map::new();
+        for (i, f) in kind.fields.iter().enumerate() {
+            let v = match f.ty {
+                RecordType::Text => json!(format!("{}-value", f.name)),
+                RecordType::Hour | RecordType::Timestamp => {
+                    json!(format!("2025-05-01T{:02}:00:00Z", i % 24))
+                }
+                RecordType::Day => json!("2025-05-01"),
+                RecordType::Count => json!(1),
+                RecordType::Bool => json!(true),
+                RecordType::Enum(ids) => json!(ids[0]),
+                RecordType::GroupIds => json!(["g1"]),
+            };
+            m.insert(f.name.to_string(), v);
+        }
+        m
+    }
+
+    fn parse_with(
+        kind: &'static RecordKind,
+        field: &str,
+        v: Value,
+    ) -> Result<Record, Vec<Violation>> {
+        let mut m = valid_record(kind);
+        // A billing cycle ends after it starts: give the other bound the range's end.
+        match field {
+            "billing_cycle_start" => m.insert(
+                "billing_cycle_end".into(),
+                json!(Timestamp::MAX.to_rfc3339()),
+            ),
+            "billing_cycle_end" => m.insert(
+                "billing_cycle_start".into(),
+                json!(Timestamp::MIN.to_rfc3339()),
+            ),
+            _ => None,
+        };
+        m.insert(field.to_string(), v);
+        parse_record(kind, &Value::Object(m), &JsonPath::root())
+    }
+
+    /// Text of exactly `bytes` bytes of UTF-8 in characters of 1 to 4 bytes.
+    fn text_of(bytes: usize) -> String {
+        let mut s = String::new();
+        for c in ['€', 'é', '𝄞', 'ß', '\u{200d}'].iter().cycle() {
+            if s.len() + c.len_utf8() > bytes {
+                break;
+            }
+            s.push(*c);
+        }
+        while s.len() < bytes {
+            s.push('a');
+        }
+        s
+    }
+
+    /// Every record kind at the edges of section 11: text at the length limit in
+    /// multi-byte characters, times at both ends of the range in every offset, counts
+    /// at `i64::MAX`; one step past each edge is `invalid_value` at the field.
+    #[test]
+    fn every_kind_at_the_edges() {
+        let offsets: Vec<i32> = (-14 * 60..=14 * 60).step_by(30).collect();
+        for kind in KINDS.iter().copied() {
+            let base = parse_record(kind, &Value::Object(valid_record(kind)), &JsonPath::root());
+            assert!(base.is_ok(), "{}: {:?}", kind.name, base.err());
+            for f in kind.fields {
+                let refused = |v: Value| {
+                    let got = parse_with(kind, f.name, v.clone()).map(|_| ()).unwrap_err();
+                    assert!(
+                        got.iter()
+                            .any(|x| x.path() == f.name && x.rule() == Rule::InvalidValue),
+                        "{}.{} = {v}: {got:?}",
+                        kind.name,
+                        f.name
+                    );
+                };
+                match f.ty {
+                    RecordType::Text => {
+                        let edge = text_of(MAX_TEXT_BYTES);
+                        assert_eq!(edge.len(), MAX_TEXT_BYTES);
+                        let r = parse_with(kind, f.name, json!(edge)).unwrap();
+                        assert_eq!(r.get(f.name), &FieldValue::Text(edge.clone()));
+                        refused(json!(text_of(MAX_TEXT_BYTES + 1)));
+                        refused(json!(format!("{}\u{0}", "a")));
+                    }
+                    RecordType::Hour | RecordType::Timestamp => {
+                        let last = if f.ty == RecordType::Hour {
+                            Timestamp::MAX.hour_start()
+                        } else {
+                            Timestamp::MAX
+                        };
+                        for &off in &offsets {
+                            let sign = if off < 0 { '-' } else { '+' };
+                            let zone = format!("{sign}{:02}:{:02}", off.abs() / 60, off.abs() % 60);
+                            let local = |t: Timestamp| {
+                                let s = t.plus_minutes(off).to_rfc3339();
+                                format!("{}{zone}", s.trim_end_matches('Z'))
+                            };
+                            for t in [Timestamp::MIN, last] {
+                                if t.plus_minutes(off).date() > Date::MAX {
+                                    continue; // not writable in RFC 3339 (year 10000)
+                                }
+                                let no_cycle = (f.name == "billing_cycle_start" && t == last)
+                                    || (f.name == "billing_cycle_end" && t == Timestamp::MIN);
+                                if no_cycle {
+                                    continue; // an end must follow the start
+                                }
+                                let r = parse_with(kind, f.name, json!(local(t))).unwrap();
+                                assert_eq!(r.get(f.name), &FieldValue::Time(t), "{}", local(t));
+                            }
+                            let step = if f.ty == RecordType::Hour { 60 } else { 0 };
+                            let past = Timestamp(last.0 + 1).plus_minutes(step);
+                            let before = Timestamp(Timestamp::MIN.0 - 1).plus_minutes(-step);
+                            for t in [past, before] {
+                                if t.plus_minutes(off).date() <= Date::MAX {
+                                    refused(json!(local(t)));
+                                }
+                            }
+                        }
+                        refused(json!("9999-12-31T23:00:00-14:00"));
+                        refused(json!("1969-12-31T23:00:00Z"));
+                    }
+                    RecordType::Day => {
+                        for (d, s) in [(Date::MIN, "1970-01-01"), (Date::MAX, "9999-12-31")] {
+                            let r = parse_with(kind, f.name, json!(s)).unwrap();
+                            assert_eq!(r.get(f.name), &FieldValue::Day(d));
+                        }
+                        refused(json!("1969-12-31"));
+                        refused(json!("10000-01-01"));
+                    }
+                    RecordType::Count => {
+                        for (v, n) in [(json!(i64::MAX), i64::MAX), (json!("-0"), 0), (json!(0), 0)]
+                        {
+                            let r = parse_with(kind, f.name, v).unwrap();
+                            assert_eq!(r.get(f.name), &FieldValue::Count(n));
+                        }
+                        let minus_zero: Value = serde_json::from_str("-0").unwrap();
+                        let r = parse_with(kind, f.name, minus_zero).unwrap();
+                        assert_eq!(r.get(f.name), &FieldValue::Count(0));
+                        refused(json!("9223372036854775808"));
+                        refused(json!(-1));
+                    }
+                    RecordType::GroupIds => {
+                        let edge = text_of(MAX_TEXT_BYTES);
+                        let r = parse_with(kind, f.name, json!([edge.clone()])).unwrap();
+                        assert_eq!(r.get(f.name), &FieldValue::Groups(vec![edge]));
+                        refused(json!([text_of(MAX_TEXT_BYTES + 1)]));
+                    }
+                    RecordType::Bool | RecordType::Enum(_) => {}
+                }
+            }
+        }
+    }
 
     fn paths(r: Result<Record, Vec<Violation>>) -> Vec<(String, &'static str)> {
         r.unwrap_err()

@@ -10,7 +10,7 @@ use crate::plan::{
     SelectionPlan,
 };
 use crate::schema::{Agg, FieldRef, FilterOp, Role, Source, SourceSpec, ValueType};
-use crate::time::{Date, Timestamp};
+use crate::time::{Date, TimeError, Timestamp};
 use crate::wire::specs::{AGGREGATION, ANALYTICS, FILTER, QUERY, SELECTION};
 use crate::wire::{AnalyticsRequest, Filter, QueryRequest};
 
@@ -459,15 +459,23 @@ fn parse_value(
         None
     };
     match ty {
-        ValueType::Date => match Date::parse(s) {
-            Some(d) => Some(FilterValue::Date(d)),
-            None => bad(v, "a date YYYY-MM-DD"),
+        ValueType::Date => match Date::read(s) {
+            Ok(d) => Some(FilterValue::Date(d)),
+            Err(TimeError::Range) => bad(v, "a date within 1970-01-01 ..= 9999-12-31"),
+            Err(TimeError::Syntax) => bad(v, "a date YYYY-MM-DD"),
         },
         ValueType::Hour | ValueType::Timestamp => {
             if let Some(t) = Timestamp::parse_rfc3339(s).or_else(|| Timestamp::parse_go(s)) {
                 Some(FilterValue::Time(t))
             } else if let Some(d) = Date::parse(s) {
                 Some(FilterValue::TimeDate(d))
+            } else if Timestamp::parse_rfc3339_unbounded(s).is_some()
+                || Date::parse_unbounded(s).is_some()
+            {
+                bad(
+                    v,
+                    "a time within 1970-01-01T00:00:00Z ..= 9999-12-31T23:59:59.999999Z (in UTC)",
+                )
             } else {
                 bad(
                     v,

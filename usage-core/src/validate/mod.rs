@@ -35,7 +35,7 @@ use crate::ident::{Ident, WireEnum};
 use crate::plan::{
     AgentPlan, AgentSource, CapAction, CapScope, Limits, MAX_CAP, TimeRange, UserPagePlan,
 };
-use crate::time::Timestamp;
+use crate::time::{TimeError, Timestamp};
 use crate::wire::decode::{Decoded, ObjectSpec, Request};
 use crate::wire::specs::{AGENT_ANALYTICS, GET_USAGE_CONFIG, USAGE_CONFIG, USER_PAGE};
 use crate::wire::{
@@ -85,17 +85,21 @@ pub(crate) fn time_range(
     let root = JsonPath::root();
     let mut one = |name: &'static str, s: Option<&str>| -> Option<Timestamp> {
         let s = s?;
-        let t = Timestamp::parse_rfc3339(s);
-        if t.is_none() {
+        let t = Timestamp::read_rfc3339(s);
+        if let Err(e) = t {
+            let shown: String = s.chars().take(64).collect();
             v.push(Violation::new(
                 spec.path(&root, name),
                 Rule::InvalidValue,
-                format!(
-                    "`{name}` \"{s}\" is not an RFC 3339 timestamp (e.g. 2025-05-01T00:00:00Z)"
-                ),
+                match e {
+                    TimeError::Syntax => format!(
+                        "`{name}` \"{shown}\" is not an RFC 3339 timestamp (e.g. 2025-05-01T00:00:00Z)"
+                    ),
+                    TimeError::Range => format!("`{name}` \"{shown}\" {e}"),
+                },
             ));
         }
-        t
+        t.ok()
     };
     let range = TimeRange {
         start: one("start_timestamp", start),

@@ -2880,3 +2880,61 @@ fn limits_of_a_query_without_a_known_source_are_not_checked() {
         &[],
     );
 }
+
+/// Contract section 11: the period and time filter values outside the kept range are
+/// `invalid_value`, naming the range; its ends are accepted.
+#[test]
+fn times_outside_the_kept_range() {
+    for (start, end) in [
+        ("9999-12-31T23:00:00-14:00", "9999-12-31T23:59:59.999999Z"),
+        ("1969-12-31T23:59:59.999999Z", "2025-01-01T00:00:00Z"),
+    ] {
+        let body = json!({"start_timestamp": start, "end_timestamp": end}).to_string();
+        only(
+            user_page_body(&body),
+            "start_timestamp",
+            Rule::InvalidValue,
+            &["is outside the range", "9999-12-31T23:59:59.999999Z"],
+        );
+    }
+    let ends = json!({
+        "start_timestamp": "1970-01-01T14:00:00+14:00",
+        "end_timestamp": "9999-12-31T09:59:59.999999-14:00"
+    })
+    .to_string();
+    let plan = user_page_body(&ends).expect("the range ends are valid");
+    assert_eq!(plan.range.start, Some(crate::time::Timestamp::MIN));
+    assert_eq!(plan.range.end, Some(crate::time::Timestamp::MAX));
+    only_q(
+        q_user(json!([sel("num_acceptances")]))
+            .as_object()
+            .cloned()
+            .map(|mut m| {
+                m.insert(
+                    "filters".into(),
+                    json!([filt("date", FilterOp::Ge, "1969-12-31")]),
+                );
+                Value::Object(m)
+            })
+            .unwrap(),
+        "query_requests[0].filters[0].value",
+        Rule::InvalidValue,
+        &["1970-01-01 ..= 9999-12-31"],
+    );
+    only_q(
+        q_user(json!([sel("num_acceptances")]))
+            .as_object()
+            .cloned()
+            .map(|mut m| {
+                m.insert(
+                    "filters".into(),
+                    json!([filt("hour", FilterOp::Ge, "9999-12-31T23:00:00-14:00")]),
+                );
+                Value::Object(m)
+            })
+            .unwrap(),
+        "query_requests[0].filters[0].value",
+        Rule::InvalidValue,
+        &["within 1970-01-01T00:00:00Z"],
+    );
+}
