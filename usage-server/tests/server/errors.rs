@@ -1,6 +1,6 @@
 //! The error rows of the contract and the order of the checks (section 2).
 
-use serde_json::json;
+use serde_json::{Value, json};
 use usage_core::schema::Permission;
 use usage_server::auth::rate::RateConfig;
 use usage_server::http::Config;
@@ -354,4 +354,72 @@ async fn graceful_shutdown_finishes_and_stops_accepting(kind: TestStore) {
     let url = env.url("/healthz");
     env.server.shutdown().await;
     assert!(reqwest::get(url).await.is_err());
+}
+
+on_every_store!(a_400_lists_at_most_100_details_before_and_after_the_key);
+async fn a_400_lists_at_most_100_details_before_and_after_the_key(kind: TestStore) {
+    let env = Env::new(kind).await;
+    // 500 wrong-kind selections and no key: kinds answer before the key check.
+    let wrong: Vec<Value> = (0..500).map(|_| json!(5)).collect();
+    let body = json!({"query_requests": [{"data_source": "QUERY_DATA_SOURCE_USER_DATA",
+        "selections": wrong}]});
+    let r = env
+        .raw("Analytics", Some("application/json"), body.to_string())
+        .await;
+    let details = r.details();
+    assert_eq!(details.len(), 100);
+    assert_eq!(
+        details[0],
+        d("query_requests[0].selections[0]", "invalid_value")
+    );
+    assert_eq!(
+        details[99],
+        d("query_requests[0].selections[99]", "invalid_value")
+    );
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid request: 500 violations, the first 100 listed; "),
+        "{}",
+        r.text
+    );
+    // After the key: 300 unknown fields of a valid key's request.
+    let mut body = json!({"team_level": true});
+    for i in 0..300 {
+        body[format!("bogus_{i:03}")] = json!(1);
+    }
+    let r = env.post("GetUsageConfig", body).await;
+    let details = r.details();
+    assert_eq!(details.len(), 100);
+    assert!(details.iter().all(|(_, rule)| rule == "unknown_field"));
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid request: 300 violations, the first 100 listed; "),
+        "{}",
+        r.text
+    );
+    assert!(r.text.len() < 32 * 1024, "{} bytes", r.text.len());
+}
+
+on_every_store!(a_json_minus_zero_cap_is_zero);
+async fn a_json_minus_zero_cap_is_zero(kind: TestStore) {
+    let env = Env::new(kind).await;
+    let r = env
+        .raw(
+            "UsageConfig",
+            Some("application/json"),
+            format!(
+                r#"{{"service_key": "{}", "team_level": true, "set_add_on_credit_cap": -0}}"#,
+                env.key
+            ),
+        )
+        .await;
+    assert_eq!(r.ok(), &json!({}));
+    let r = env
+        .post("GetUsageConfig", json!({"team_level": true}))
+        .await;
+    assert_eq!(r.ok(), &json!({"addOnCreditCap": 0}));
 }
