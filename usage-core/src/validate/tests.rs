@@ -2905,34 +2905,20 @@ fn times_outside_the_kept_range() {
     let plan = user_page_body(&ends).expect("the range ends are valid");
     assert_eq!(plan.range.start, Some(crate::time::Timestamp::MIN));
     assert_eq!(plan.range.end, Some(crate::time::Timestamp::MAX));
+    // A user-data query with one filter.
+    let filtered = |f: Value| {
+        let mut q = q_user(json!([sel("num_acceptances")]));
+        q["filters"] = json!([f]);
+        q
+    };
     only_q(
-        q_user(json!([sel("num_acceptances")]))
-            .as_object()
-            .cloned()
-            .map(|mut m| {
-                m.insert(
-                    "filters".into(),
-                    json!([filt("date", FilterOp::Ge, "1969-12-31")]),
-                );
-                Value::Object(m)
-            })
-            .unwrap(),
+        filtered(filt("date", FilterOp::Ge, "1969-12-31")),
         "query_requests[0].filters[0].value",
         Rule::InvalidValue,
         &["1970-01-01 ..= 9999-12-31"],
     );
     only_q(
-        q_user(json!([sel("num_acceptances")]))
-            .as_object()
-            .cloned()
-            .map(|mut m| {
-                m.insert(
-                    "filters".into(),
-                    json!([filt("hour", FilterOp::Ge, "9999-12-31T23:00:00-14:00")]),
-                );
-                Value::Object(m)
-            })
-            .unwrap(),
+        filtered(filt("hour", FilterOp::Ge, "9999-12-31T23:00:00-14:00")),
         "query_requests[0].filters[0].value",
         Rule::InvalidValue,
         &["within 1970-01-01T00:00:00Z"],
