@@ -72,6 +72,10 @@ impl Code {
 /// how many there were.
 pub const MAX_DETAILS: usize = 100;
 
+/// The message of every 500 body.
+pub const INTERNAL_MESSAGE: &str =
+    "internal error: the server log has the details under this request's x-request-id";
+
 /// A failed request: its code, message, and what the response must carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -139,15 +143,28 @@ impl ApiError {
         }
     }
 
+    /// The contract's JSON body of this error.
+    ///
+    /// A 500's message stays in the server log (the caller logs it under the request id):
+    /// its body says only that the log has it, never a storage engine's own words.
+    pub fn body(&self, request_id: &str) -> ErrorBody {
+        let message = if self.code == Code::Internal {
+            INTERNAL_MESSAGE.to_string()
+        } else {
+            self.message.clone()
+        };
+        ErrorBody {
+            error: message.clone(),
+            code: self.code.as_str().to_string(),
+            message,
+            details: (self.code == Code::InvalidArgument).then(|| self.details.clone()),
+            request_id: request_id.to_string(),
+        }
+    }
+
     /// The response: status, headers and the contract's JSON body.
     pub fn into_response(self, request_id: &str) -> Response {
-        let body = ErrorBody {
-            error: self.message.clone(),
-            code: self.code.as_str().to_string(),
-            message: self.message,
-            details: (self.code == Code::InvalidArgument).then_some(self.details),
-            request_id: request_id.to_string(),
-        };
+        let body = self.body(request_id);
         let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
         let mut res = Response::new(bytes.into());
         *res.status_mut() = self.code.status();
@@ -213,6 +230,21 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_500_body_never_carries_the_storage_engines_words() {
+        let e: ApiError = StoreError::Internal(
+            "PostgreSQL: index row size 4160 exceeds btree version 4 maximum 2704".into(),
+        )
+        .into();
+        assert!(e.message.contains("index row size"), "kept for the log");
+        assert_eq!(e.code.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let v = serde_json::to_value(e.body("rid-1")).unwrap();
+        assert_eq!(v["message"], INTERNAL_MESSAGE);
+        assert_eq!(v["error"], INTERNAL_MESSAGE);
+        assert_eq!(v["code"], "internal");
+        assert_eq!(v["requestId"], "rid-1");
     }
 
     #[test]

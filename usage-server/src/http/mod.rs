@@ -383,7 +383,10 @@ fn json_response<T: serde::Serialize>(value: &T) -> Response {
             *res.status_mut() = StatusCode::OK;
             res
         }
-        Err(e) => ApiError::new(Code::Internal, format!("internal error: {e}")).into_response(""),
+        Err(e) => {
+            tracing::error!(error = %e, "an answer did not serialize");
+            ApiError::new(Code::Internal, format!("internal error: {e}")).into_response("")
+        }
     }
 }
 

@@ -412,6 +412,64 @@ pub async fn billing(s: &dyn Store) {
     );
 }
 
+/// Identities at the longest the validator accepts (every text field of an identity at
+/// 1,024 bytes, in 1- to 4-byte characters) are stored, told apart by their last byte, and
+/// replaced by a later record with the same identity (contract section 11: what a store
+/// accepted, it keeps and indexes).
+pub async fn long_identities(s: &dyn Store) {
+    use usage_core::load::MAX_TEXT_BYTES;
+    let t = team(s, "long", Plan::Teams).await;
+    // 1,024 bytes each, of 4-, 3-, 2- and 1-byte characters, varied so that PostgreSQL
+    // cannot compress them under its index row limit (about 2.7 KB).
+    let text = |width: usize, base: u32, span: u32, seed: u32| -> String {
+        let mut x = seed;
+        let mut s: String = (0..MAX_TEXT_BYTES / width)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                char::from_u32(base + (x >> 16) % span).expect("a scalar value")
+            })
+            .collect();
+        s.push_str(&"a".repeat(MAX_TEXT_BYTES - s.len()));
+        s
+    };
+    let key = text(4, 0x1F300, 0x200, 1);
+    let language = text(3, 0x4E00, 0x5000, 2);
+    let ide = text(2, 0x0400, 0x100, 3);
+    let version = |last: char| format!("{}{last}", &text(1, 0x21, 0x5E, 4)[1..]);
+    for v in [&key, &language, &ide, &version('0')] {
+        assert_eq!(v.len(), MAX_TEXT_BYTES);
+    }
+    let rec = |version: String, n: i64| {
+        json!({"api_key": key, "hour": "2025-05-01T10:00:00Z", "language": language, "ide": ide,
+               "version": version, "num_acceptances": n, "num_lines_accepted": 1,
+               "num_bytes_accepted": 2})
+    };
+    let first = batch(
+        &records::AUTOCOMPLETE,
+        vec![rec(version('0'), 1), rec(version('1'), 10)],
+    );
+    assert_eq!(s.ingest(&t, first, now()).await.expect("stored"), 2);
+    assert_eq!(
+        totals(s, &t, None).await.expect("read"),
+        ("11".into(), "1".into())
+    );
+    // The same identity again replaces the record; the other one stays.
+    let again = batch(&records::AUTOCOMPLETE, vec![rec(version('0'), 100)]);
+    assert_eq!(s.ingest(&t, again, now()).await.expect("stored"), 1);
+    assert_eq!(
+        totals(s, &t, None).await.expect("read"),
+        ("110".into(), "1".into())
+    );
+    let tool = |n: i64| {
+        json!({"api_key": key, "day": "2025-05-01", "ide_type": "editor",
+               "tool": language, "count": n})
+    };
+    let b = batch(&records::AGENT_TOOL_USAGE, vec![tool(3)]);
+    assert_eq!(s.ingest(&t, b, now()).await.expect("stored"), 1);
+    let b = batch(&records::AGENT_TOOL_USAGE, vec![tool(4)]);
+    assert_eq!(s.ingest(&t, b, now()).await.expect("stored"), 1);
+}
+
 /// A closed store answers `Unavailable`.
 pub async fn close(s: &dyn Store) {
     s.health().await.expect("healthy");
@@ -431,5 +489,6 @@ where
     import_all_or_nothing(fresh().await.as_ref()).await;
     caps(fresh().await.as_ref()).await;
     billing(fresh().await.as_ref()).await;
+    long_identities(fresh().await.as_ref()).await;
     close(fresh().await.as_ref()).await;
 }

@@ -25,6 +25,14 @@ pub trait Dialect: Sync {
     fn types(&self) -> Types;
     /// Statements that install helper functions (the version key).
     fn functions(&self) -> Vec<String>;
+    /// The key of a record's identity: one fixed-size value computed from the identity
+    /// columns (`(expression, is_text)`), so that an index on it stays within the
+    /// engine's index row limit whatever the values (contract section 11: every store
+    /// keeps and indexes what one store accepts). Text is length-prefixed, so distinct
+    /// identities have distinct keys.
+    fn identity_key(&self, cols: &[(String, bool)]) -> String;
+    /// Statements that install what [`Dialect::identity_key`] calls.
+    fn identity_functions(&self) -> Vec<String>;
 }
 
 /// DDL types.
@@ -100,6 +108,28 @@ BEGIN
 END
 $fn$"#
             .to_string()]
+    }
+    fn identity_key(&self, cols: &[(String, bool)]) -> String {
+        let parts: Vec<String> = cols
+            .iter()
+            .map(|(c, text)| {
+                if *text {
+                    format!("length({c})::text || ':' || {c}")
+                } else {
+                    format!("({c})::text")
+                }
+            })
+            .collect();
+        format!("usage_identity_key({})", parts.join(" || '|' || "))
+    }
+    fn identity_functions(&self) -> Vec<String> {
+        // `convert_to` is only STABLE (it names an encoding), but the database's encoding
+        // never changes under its data, so the SHA-256 of the UTF-8 bytes is immutable.
+        vec![
+            "CREATE OR REPLACE FUNCTION usage_identity_key(v TEXT) RETURNS BYTEA \
+             LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$ SELECT sha256(convert_to(v, 'UTF8')) $fn$"
+                .to_string(),
+        ]
     }
 }
 

@@ -119,7 +119,6 @@ impl PgStore {
             .iter()
             .map(|f| format!("\"{}\"", f.name))
             .collect();
-        let identity: Vec<String> = kind.identity.iter().map(|n| format!("\"{n}\"")).collect();
         let updates: Vec<String> = kind
             .fields
             .iter()
@@ -131,7 +130,7 @@ impl PgStore {
             sql::table(kind),
             names.join(", "),
             casts.join(", "),
-            identity.join(", "),
+            sql::IDENTITY_KEY,
             if updates.is_empty() {
                 "NOTHING".to_string()
             } else {

@@ -35,7 +35,10 @@ pub(super) fn migrations() -> Vec<String> {
          scope_kind TEXT NOT NULL, scope_value TEXT NOT NULL, old BIGINT, new BIGINT, PRIMARY KEY (team_id, id))"
             .into(),
     );
-    vec![first.join(";\n")]
+    vec![
+        first.join(";\n"),
+        sql::identity_key_migration(&Postgres).join(";\n"),
+    ]
 }
 
 impl PgStore {

@@ -100,6 +100,42 @@ pub fn create_tables(d: &dyn Dialect) -> Vec<String> {
     out
 }
 
+/// The column holding a record table's identity key ([`Dialect::identity_key`]); with
+/// `team_id`, the table's primary key.
+pub const IDENTITY_KEY: &str = "identity_key";
+
+/// Migration 2: the primary key of every record table becomes `(team_id, identity_key)`,
+/// a hash of the identity columns, in place of the identity columns themselves, whose
+/// values together may exceed PostgreSQL's index row limit (about 2.7 KB; an identity
+/// holds up to four 1,024-byte texts).
+pub fn identity_key_migration(d: &dyn Dialect) -> Vec<String> {
+    let mut out = d.identity_functions();
+    for kind in KINDS.iter().filter(|k| has_table(k)) {
+        let cols: Vec<(String, bool)> = kind
+            .identity
+            .iter()
+            .map(|name| {
+                let f = kind.field(name).expect("identity fields are fields");
+                (
+                    quote(name),
+                    matches!(f.ty, RecordType::Text | RecordType::Enum(_)),
+                )
+            })
+            .collect();
+        let t = table(kind);
+        out.push(format!(
+            "ALTER TABLE {t} ADD COLUMN {IDENTITY_KEY} {} GENERATED ALWAYS AS ({}) STORED NOT NULL",
+            d.types().bytes,
+            d.identity_key(&cols)
+        ));
+        out.push(format!("ALTER TABLE {t} DROP CONSTRAINT {t}_pkey"));
+        out.push(format!(
+            "ALTER TABLE {t} ADD PRIMARY KEY (team_id, {IDENTITY_KEY})"
+        ));
+    }
+    out
+}
+
 /// The DDL type of a record field's column.
 pub fn column_type(t: &Types, ty: RecordType) -> &'static str {
     match ty {

@@ -104,6 +104,55 @@ async fn migrations_apply_once_even_when_two_instances_start_together() {
     assert_eq!(a.migrate().await.unwrap(), a.applied_at_open);
 }
 
+/// A store of schema version 1 (identity columns as the primary key) keeps every row
+/// through migration 2 (identity keys), and a later record with a stored record's
+/// identity replaces it.
+#[tokio::test]
+async fn identity_key_migration_keeps_the_rows_of_a_version_1_store() {
+    use usage_core::JsonPath;
+    use usage_core::load::{Batch, parse_record};
+    use usage_core::schema::records::AUTOCOMPLETE;
+
+    let schema = Schema::new("idkey").await;
+    let (c, conn) = tokio_postgres::connect(&schema.url(), NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c.batch_execute(&format!(
+        "CREATE TABLE schema_migrations (version INT PRIMARY KEY, applied BIGINT NOT NULL); \
+         {}; INSERT INTO schema_migrations VALUES (1, 0); \
+         INSERT INTO teams VALUES ('t1', 'one', 0); \
+         INSERT INTO rec_autocomplete (team_id, api_key, hour, language, ide, version, \
+           num_acceptances, num_lines_accepted, num_bytes_accepted) VALUES \
+           ('t1', 'k', 3600000000, 'go', 'vscode', '1.0', 5, 1, 1), \
+           ('t1', 'k', 3600000000, 'go', 'vscode', '1.1', 7, 1, 1)",
+        migrations()[0]
+    ))
+    .await
+    .unwrap();
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    assert_eq!(store.applied_at_open, 1);
+    let sums = || async {
+        c.query(
+            "SELECT version, num_acceptances FROM rec_autocomplete WHERE team_id = 't1' ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(sums().await, [("1.0".into(), 5), ("1.1".into(), 7)]);
+    let again = serde_json::json!({"api_key": "k", "hour": "1970-01-01T01:00:00Z",
+        "language": "go", "ide": "vscode", "version": "1.1",
+        "num_acceptances": 70, "num_lines_accepted": 1, "num_bytes_accepted": 1});
+    let batch = Batch {
+        kind: &AUTOCOMPLETE,
+        records: vec![parse_record(&AUTOCOMPLETE, &again, &JsonPath::root()).unwrap()],
+    };
+    assert_eq!(store.ingest("t1", batch, Timestamp(0)).await.unwrap(), 1);
+    assert_eq!(sums().await, [("1.0".into(), 5), ("1.1".into(), 70)]);
+}
+
 #[tokio::test]
 async fn conformance() {
     let schemas = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -123,9 +172,11 @@ async fn conformance() {
 
 #[test]
 fn ddl_is_pinned() {
-    // Migration 1 is generated from the record tables; a change of a table must come as a
-    // new migration, not as an edit of this one: this snapshot shows every such change.
+    // Migrations are generated from the record tables; a change of a table must come as a
+    // new migration, not as an edit of an applied one: these snapshots show every such
+    // change (migration 2: identity keys).
     insta::assert_snapshot!(migrations()[0]);
+    insta::assert_snapshot!("identity_key", migrations()[1]);
 }
 
 mod differential {
