@@ -174,6 +174,7 @@ pub(super) async fn run(store: &dyn Store, args: ImportArgs) -> Result<Value, Fa
             Err(Failure {
                 summary,
                 lines: r.messages.clone(),
+                ..Failure::default()
             })
         }
     }

@@ -54,6 +54,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply the store's schema migrations.
     Migrate,
+    /// List the stored rows that cannot be read, one JSON object a line; exit 1 when
+    /// there is any (contract section 11). The server leaves such rows out of answers.
+    Check,
     /// Manage teams.
     #[command(subcommand)]
     Team(TeamCommand),
@@ -166,20 +169,23 @@ fn parse_plan(s: &str) -> Result<Plan, String> {
     s.parse::<Plan>().map_err(|e| e.to_string())
 }
 
-/// Why a command failed: one line, plus more lines for `import`.
-#[derive(Debug)]
+/// Why a command failed: one line, plus more lines for `import`, and what it found for
+/// `check` (printed on stdout).
+#[derive(Debug, Default)]
 pub struct Failure {
     /// The reason (first line on stderr).
     pub summary: String,
-    /// Further lines.
+    /// Further lines (stderr).
     pub lines: Vec<String>,
+    /// Lines for stdout, printed before the reason (`check`'s rows).
+    pub stdout: Vec<String>,
 }
 
 impl From<String> for Failure {
     fn from(summary: String) -> Failure {
         Failure {
             summary,
-            lines: Vec::new(),
+            ..Failure::default()
         }
     }
 }
@@ -217,6 +223,9 @@ pub fn main() -> i32 {
             0
         }
         Err(f) => {
+            for line in f.stdout {
+                println!("{line}");
+            }
             eprintln!("usage-server: {}", f.summary.replace('\n', " "));
             for l in f.lines {
                 eprintln!("{l}");
@@ -238,6 +247,25 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
             return Ok(Vec::new());
         }
         Command::Migrate => vec![json!({"migrations_applied": store.migrate().await?})],
+        Command::Check => {
+            let rows = store.unreadable_rows().await?;
+            store.close().await?;
+            let lines: Vec<String> = rows
+                .iter()
+                .map(|r| serde_json::to_string(r).unwrap_or_default())
+                .collect();
+            if lines.is_empty() {
+                return Ok(Vec::new());
+            }
+            return Err(Failure {
+                summary: format!(
+                    "{} stored rows cannot be read; the server leaves them out of answers",
+                    lines.len()
+                ),
+                stdout: lines,
+                ..Failure::default()
+            });
+        }
         Command::Team(TeamCommand::Create {
             name,
             plan,

@@ -516,7 +516,10 @@ mod tests {
                 .unwrap();
             let text = String::from_utf8_lossy(&buf[..n]);
             assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-            assert!(text.ends_with("{\"status\":\"ok\"}"), "{text}");
+            assert!(
+                text.ends_with("{\"status\":\"ok\",\"unreadable_records\":0}"),
+                "{text}"
+            );
         }
         let mut rest = Vec::new();
         let n = tokio::time::timeout(HANG, ka.read_to_end(&mut rest))

@@ -242,7 +242,12 @@ where
             return Err(method_not_allowed(method, path, "GET, HEAD"));
         }
         return match app.store.health().await {
-            Ok(()) => Ok(json_response(&serde_json::json!({"status": "ok"}))),
+            // Rows the store cannot read are left out of answers; the count tells an
+            // operator to run `usage-server check` (contract section 11).
+            Ok(()) => Ok(json_response(&serde_json::json!({
+                "status": "ok",
+                "unreadable_records": app.store.unreadable_count(),
+            }))),
             Err(e) => Err(ApiError::unavailable(format!("storage unavailable: {e}"))),
         };
     }

@@ -203,6 +203,22 @@ pub trait CapStore: Send + Sync {
     async fn audit(&self, team: &str) -> StoreResult<Vec<AuditEntry>>;
 }
 
+/// A stored record row that cannot be read: a hand edit, or an older version's bug
+/// (contract section 11). `usage-server check` prints one per line as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct UnreadableRow {
+    /// The team the row belongs to.
+    pub team: String,
+    /// The record kind (`autocomplete`, `users`, …), or the stored kind name when the
+    /// store holds a kind this version does not know.
+    pub kind: String,
+    /// Where the row is: the SQLite store's `records.seq`, the PostgreSQL store's
+    /// `identity_key` in hex.
+    pub row: String,
+    /// Why it cannot be read.
+    pub reason: String,
+}
+
 /// The team's plan, seats, credits and billing cycle.
 #[async_trait]
 pub trait BillingStore: Send + Sync {
@@ -221,9 +237,21 @@ pub trait Store: TeamStore + RecordStore + CapStore + BillingStore {
     async fn refresh(&self) -> StoreResult<()> {
         Ok(())
     }
-    /// Loads every team's data into memory where the store caches it.
+    /// Loads every team's data into memory where the store caches it, and learns of the
+    /// stored rows that cannot be read ([`Store::unreadable_count`]).
     async fn preload(&self) -> StoreResult<()> {
         Ok(())
+    }
+    /// Every stored record row that cannot be read (contract section 11), found by a scan
+    /// of the whole store, team by team (`usage-server check`). Such rows stay in place;
+    /// queries answer without them.
+    async fn unreadable_rows(&self) -> StoreResult<Vec<UnreadableRow>> {
+        Ok(Vec::new())
+    }
+    /// How many unreadable rows this process knows of: those met since it opened the
+    /// store (every team is read at [`Store::preload`]) and by a scan (`/healthz`).
+    fn unreadable_count(&self) -> u64 {
+        0
     }
     /// Flushes and closes the store; later calls fail with [`StoreError::Unavailable`].
     async fn close(&self) -> StoreResult<()>;

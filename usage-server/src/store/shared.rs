@@ -9,7 +9,39 @@ use usage_core::schema::records::{self, RecordKind};
 use usage_core::schema::{Permission, Plan};
 use usage_core::time::Timestamp;
 
-use super::{Billing, KeyInfo, RecordStream, StoreError, StoreResult};
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use super::{Billing, KeyInfo, RecordStream, StoreError, StoreResult, UnreadableRow};
+
+/// The unreadable rows a store has met (contract section 11): each is logged at `ERROR`
+/// once, with its team and row, and counted for `/healthz`.
+#[derive(Debug, Default)]
+pub(crate) struct Unreadable {
+    rows: Mutex<BTreeSet<UnreadableRow>>,
+}
+
+impl Unreadable {
+    /// Notes a row met while reading (logged the first time).
+    pub(crate) fn met(&self, row: UnreadableRow) {
+        let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        if !rows.contains(&row) {
+            tracing::error!(
+                team = %row.team,
+                kind = %row.kind,
+                row = %row.row,
+                reason = %row.reason,
+                "a stored row cannot be read; it stays in place and answers leave it out"
+            );
+            rows.insert(row);
+        }
+    }
+
+    /// How many distinct rows were met.
+    pub(crate) fn count(&self) -> u64 {
+        self.rows.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
+    }
+}
 
 /// A cap scope as its `(scope_kind, scope_value)` columns; the team scope's value is `""`.
 pub(crate) fn scope_parts(s: &CapScope) -> (&'static str, &str) {

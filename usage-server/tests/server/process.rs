@@ -396,7 +396,7 @@ async fn two_servers_share_one_sqlite_store() {
 async fn two_servers_share_one_postgres_database() {
     let store = usage_server::testing::fresh_postgres();
     // `migrate` on a fresh database applies the migrations once.
-    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 1}));
+    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 3}));
     assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 0}));
     let f = fixture_on(tempfile::tempdir().unwrap(), store);
     let a = Server::start(&f.store, &[], &f.log);
@@ -472,4 +472,190 @@ async fn two_servers_share_one_postgres_database() {
     }
     a.kill9();
     b.kill9();
+}
+
+/// Contract section 11: rows corrupted by hand in the store never stop the server nor
+/// touch another team. The server starts, logs each at ERROR with its team, answers
+/// without them, counts them in `/healthz`; `check` lists them and exits 1.
+async fn unreadable_rows_are_left_out_counted_and_listed(
+    f: Fixture,
+    corrupt: impl AsyncFnOnce(&str, &str),
+) -> Vec<String> {
+    let other = ok(&f.store, &["team", "create", "--name", "Other"])["team_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other_key = ok(
+        &f.store,
+        &[
+            "key",
+            "create",
+            "--team",
+            &other,
+            "--permissions",
+            "analytics-read,usage-write",
+        ],
+    )["service_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rec = |key: &str, n: i64| {
+        json!({"api_key": key, "hour": "2025-05-01T10:00:00Z", "language": "GO", "ide": "vscode",
+               "version": "1.0", "num_acceptances": n, "num_lines_accepted": n, "num_bytes_accepted": n})
+    };
+    let sum = |key: &str| {
+        json!({"service_key": key, "query_requests": [{"data_source": "QUERY_DATA_SOURCE_USER_DATA",
+            "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"}]}]})
+    };
+    let s = Server::start(&f.store, &[], &f.log);
+    for (key, records) in [
+        (&f.key, vec![rec("k1", 1), rec("k2", 20), rec("k3", 300)]),
+        (&other_key, vec![rec("k1", 4000)]),
+    ] {
+        let (st, _) = s
+            .post(
+                "Ingest",
+                json!({"service_key": key, "kind": "autocomplete", "records": records}),
+            )
+            .await;
+        assert_eq!(st, 200);
+    }
+    s.kill9();
+    corrupt(&f.store, &f.team).await;
+
+    let s = Server::start(&f.store, &[], &f.log);
+    let health: Value = reqwest::get(format!("{}/healthz", s.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health, json!({"status": "ok", "unreadable_records": 2}));
+    let (st, v) = s.post("Analytics", sum(&f.key)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        v["queryResults"][0]["responseItems"][0]["item"]["sum_num_acceptances"],
+        "20"
+    );
+    let (st, v) = s.post("Analytics", sum(&other_key)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        v["queryResults"][0]["responseItems"][0]["item"]["sum_num_acceptances"],
+        "4000"
+    );
+    // The team still takes writes.
+    let (st, _) = s
+        .post(
+            "Ingest",
+            json!({"service_key": f.key, "kind": "autocomplete", "records": [rec("k4", 5000)]}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let (_, v) = s.post("Analytics", sum(&f.key)).await;
+    assert_eq!(
+        v["queryResults"][0]["responseItems"][0]["item"]["sum_num_acceptances"],
+        "5020"
+    );
+    drop(s);
+    let log = std::fs::read_to_string(&f.log).unwrap();
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("ERROR") && l.contains("cannot be read"))
+        .collect();
+    assert_eq!(errors.len(), 2, "{log}");
+    assert!(errors.iter().all(|l| l.contains(&f.team)), "{errors:?}");
+
+    let (code, out, err) = admin(&f.store, &["check"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("2 stored rows cannot be read"), "{err}");
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for r in &rows {
+        assert_eq!(r["team"], f.team.as_str());
+        assert_eq!(r["kind"], "autocomplete");
+        assert!(!r["row"].as_str().unwrap().is_empty());
+    }
+    // The rows stay in place.
+    let (code, _, _) = admin(&f.store, &["check"]);
+    assert_eq!(code, 1);
+    let mut reasons: Vec<String> = rows
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap().to_string())
+        .collect();
+    reasons.sort();
+    reasons
+}
+
+#[tokio::test]
+async fn unreadable_sqlite_rows_are_left_out_counted_and_listed() {
+    let f = fixture();
+    let reasons = unreadable_rows_are_left_out_counted_and_listed(f, async |store: &str, team: &str| {
+        let path = store.strip_prefix("sqlite:").unwrap();
+        let c = rusqlite::Connection::open(path).unwrap();
+        // Year 10000 in UTC, and a body that is no JSON at all.
+        let n = c
+            .execute(
+                "UPDATE records SET body = json_set(body, '$.hour', '9999-12-31T23:00:00-14:00') \
+                 WHERE team_id = ?1 AND json_extract(body, '$.api_key') = 'k1'",
+                [team],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+        let n = c
+            .execute(
+                "UPDATE records SET body = 'not json' WHERE team_id = ?1 AND json_extract(body, '$.api_key') = 'k3'",
+                [team],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+    })
+    .await;
+    assert!(
+        reasons[0].starts_with("the body is no valid autocomplete record: hour"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].starts_with("the body is not JSON"),
+        "{reasons:?}"
+    );
+    let (code, out, _) = admin(&fixture().store, &["check"]);
+    assert_eq!((code, out.as_str()), (0, ""), "a sound store checks clean");
+}
+
+#[tokio::test]
+async fn unreadable_postgres_rows_are_left_out_counted_and_listed() {
+    let store = usage_server::testing::fresh_postgres();
+    let f = fixture_on(tempfile::tempdir().unwrap(), store);
+    let reasons = unreadable_rows_are_left_out_counted_and_listed(f, async |store: &str, team: &str| {
+        let (c, conn) = tokio_postgres::connect(store, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        // Year 10000 in UTC, and a language of 1,025 bytes.
+        let n = c
+            .execute(
+                "UPDATE rec_autocomplete SET hour = 253402300800000000 WHERE team_id = $1 AND api_key = 'k1'",
+                &[&team],
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        let n = c
+            .execute(
+                "UPDATE rec_autocomplete SET language = repeat('x', 1025) WHERE team_id = $1 AND api_key = 'k3'",
+                &[&team],
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+    })
+    .await;
+    assert_eq!(
+        reasons,
+        [
+            "outside what the validator accepts: hour",
+            "outside what the validator accepts: language"
+        ]
+    );
 }

@@ -31,6 +31,8 @@ pub trait Dialect: Sync {
     /// keeps and indexes what one store accepts). Text is length-prefixed, so distinct
     /// identities have distinct keys.
     fn identity_key(&self, cols: &[(String, bool)]) -> String;
+    /// The length in bytes of a text expression's UTF-8.
+    fn byte_length(&self, expr: &str) -> String;
     /// Statements that install what [`Dialect::identity_key`] calls.
     fn identity_functions(&self) -> Vec<String>;
 }
@@ -121,6 +123,9 @@ $fn$"#
             })
             .collect();
         format!("usage_identity_key({})", parts.join(" || '|' || "))
+    }
+    fn byte_length(&self, expr: &str) -> String {
+        format!("octet_length({expr})")
     }
     fn identity_functions(&self) -> Vec<String> {
         // `convert_to` is only STABLE (it names an encoding), but the database's encoding

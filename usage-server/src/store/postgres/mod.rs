@@ -43,8 +43,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 
-use super::shared::closed;
-use super::{Store, StoreError, StoreResult};
+use super::shared::{Unreadable, closed};
+use super::{Store, StoreError, StoreResult, UnreadableRow};
 use sql::{Param, Statement};
 
 fn pg_err(e: tokio_postgres::Error) -> StoreError {
@@ -112,6 +112,8 @@ pub struct PgStore {
     pool: Pool,
     closed: AtomicBool,
     applied_at_open: u32,
+    /// The unreadable rows found by the last scan (contract section 11).
+    unreadable: Unreadable,
 }
 
 impl PgStore {
@@ -144,6 +146,7 @@ impl PgStore {
             pool,
             closed: AtomicBool::new(false),
             applied_at_open: 0,
+            unreadable: Unreadable::default(),
         };
         s.applied_at_open = s.apply_migrations().await?;
         Ok(s)
@@ -178,6 +181,54 @@ impl Store for PgStore {
 
     async fn migrate(&self) -> StoreResult<u32> {
         Ok(self.applied_at_open + self.apply_migrations().await?)
+    }
+
+    /// Finds the unreadable rows at start (served queries leave them out in SQL).
+    async fn preload(&self) -> StoreResult<()> {
+        self.unreadable_rows().await.map(drop)
+    }
+
+    async fn unreadable_rows(&self) -> StoreResult<Vec<UnreadableRow>> {
+        let c = self.client().await?;
+        let teams: Vec<String> = c
+            .query("SELECT id FROM teams ORDER BY id", &[])
+            .await
+            .map_err(pg_err)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let statements: Vec<(&str, Vec<&str>, String)> =
+            sql::unreadable_queries(&dialect::Postgres);
+        let mut found = Vec::new();
+        for team in &teams {
+            for (kind, fields, statement) in &statements {
+                for row in c.query(statement.as_str(), &[team]).await.map_err(pg_err)? {
+                    let failing: Vec<&str> = fields
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !row.get::<_, bool>(i + 1))
+                        .map(|(_, f)| *f)
+                        .collect();
+                    found.push(UnreadableRow {
+                        team: team.clone(),
+                        kind: (*kind).to_string(),
+                        row: row.get(0),
+                        reason: format!(
+                            "outside what the validator accepts: {}",
+                            failing.join(", ")
+                        ),
+                    });
+                }
+            }
+        }
+        for r in &found {
+            self.unreadable.met(r.clone());
+        }
+        Ok(found)
+    }
+
+    fn unreadable_count(&self) -> u64 {
+        self.unreadable.count()
     }
 
     async fn close(&self) -> StoreResult<()> {

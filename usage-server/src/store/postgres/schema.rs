@@ -38,6 +38,7 @@ pub(super) fn migrations() -> Vec<String> {
     vec![
         first.join(";\n"),
         sql::identity_key_migration(&Postgres).join(";\n"),
+        sql::readable_migration(&Postgres).join(";\n"),
     ]
 }
 

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use usage_core::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, TimeRange};
-use usage_core::schema::records::{KINDS, RecordKind, RecordType};
+use usage_core::schema::records::{KINDS, RecordField, RecordKind, RecordType};
 use usage_core::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR};
 
@@ -131,6 +131,121 @@ pub fn identity_key_migration(d: &dyn Dialect) -> Vec<String> {
         out.push(format!("ALTER TABLE {t} DROP CONSTRAINT {t}_pkey"));
         out.push(format!(
             "ALTER TABLE {t} ADD PRIMARY KEY (team_id, {IDENTITY_KEY})"
+        ));
+    }
+    out
+}
+
+/// The generated column that says whether a stored row holds only values the validator
+/// accepts ([`readable`]); queries read only such rows (contract section 11).
+pub const READABLE: &str = "readable";
+
+/// Whether the column of field `f` holds a value the validator accepts, in SQL: the same
+/// rules as `usage_core::load` (text length and non-empty required text, the kept time
+/// range, whole hours, counts >= 0, enum identifiers), from the same constants and the
+/// same schema table, so a row written through the validator is always readable.
+fn field_readable(d: &dyn Dialect, f: &RecordField) -> Option<String> {
+    use usage_core::load::MAX_TEXT_BYTES;
+    use usage_core::time::Timestamp;
+    let c = quote(f.name);
+    let test = match f.ty {
+        RecordType::Text if f.required => {
+            format!("{} BETWEEN 1 AND {MAX_TEXT_BYTES}", d.byte_length(&c))
+        }
+        RecordType::Text => format!("{} <= {MAX_TEXT_BYTES}", d.byte_length(&c)),
+        RecordType::Timestamp => {
+            format!("{c} BETWEEN {} AND {}", Timestamp::MIN.0, Timestamp::MAX.0)
+        }
+        RecordType::Hour => format!(
+            "{c} BETWEEN {} AND {} AND {c} % {MICROS_PER_HOUR} = 0",
+            Timestamp::MIN.0,
+            Timestamp::MAX.0
+        ),
+        // Days are stored as the microsecond of their midnight (UTC).
+        RecordType::Day => format!(
+            "{c} BETWEEN {} AND {} AND {c} % {MICROS_PER_DAY} = 0",
+            Timestamp::MIN.0,
+            Timestamp::MAX.0
+        ),
+        RecordType::Count => format!("{c} >= 0"),
+        RecordType::Enum(ids) => {
+            let ids: Vec<String> = ids.iter().map(|i| format!("'{i}'")).collect();
+            format!("{c} IN ({})", ids.join(", "))
+        }
+        RecordType::Bool | RecordType::GroupIds => return None,
+    };
+    Some(if f.required {
+        test
+    } else {
+        format!("({c} IS NULL OR {test})")
+    })
+}
+
+/// The readability test of a record kind's row: every field's, joined.
+pub fn readable(d: &dyn Dialect, kind: &RecordKind) -> String {
+    let tests: Vec<String> = kind
+        .fields
+        .iter()
+        .filter_map(|f| field_readable(d, f))
+        .map(|t| format!("({t})"))
+        .collect();
+    if tests.is_empty() {
+        "TRUE".into()
+    } else {
+        tests.join(" AND ")
+    }
+}
+
+/// The fields of a kind each with its readability test: what `check` reports as the
+/// reason a row cannot be read.
+pub fn field_tests(d: &dyn Dialect, kind: &RecordKind) -> Vec<(&'static str, String)> {
+    kind.fields
+        .iter()
+        .filter_map(|f| field_readable(d, f).map(|t| (f.name, t)))
+        .collect()
+}
+
+/// Per record table: its kind, the fields with a readability test, and the statement
+/// listing a team's (`$1`) unreadable rows: the identity key in hex, then per field
+/// whether its value is readable.
+pub fn unreadable_queries(d: &dyn Dialect) -> Vec<(&'static str, Vec<&'static str>, String)> {
+    KINDS
+        .iter()
+        .filter(|k| has_table(k))
+        .map(|kind| {
+            let tests = field_tests(d, kind);
+            let cols: Vec<String> = tests
+                .iter()
+                .map(|(_, t)| format!("COALESCE({t}, FALSE)"))
+                .collect();
+            (
+                kind.name,
+                tests.iter().map(|(f, _)| *f).collect(),
+                format!(
+                    "SELECT encode({IDENTITY_KEY}, 'hex'), {} FROM {} WHERE team_id = $1 AND NOT {READABLE} \
+                     ORDER BY {IDENTITY_KEY}",
+                    cols.join(", "),
+                    table(kind)
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Migration 3: every record table gets the generated column [`READABLE`] and a partial
+/// index of its unreadable rows, so queries leave such rows out and `check` finds them
+/// without a scan (contract section 11).
+pub fn readable_migration(d: &dyn Dialect) -> Vec<String> {
+    let mut out = Vec::new();
+    for kind in KINDS.iter().filter(|k| has_table(k)) {
+        let t = table(kind);
+        out.push(format!(
+            "ALTER TABLE {t} ADD COLUMN {READABLE} {} GENERATED ALWAYS AS (COALESCE({}, FALSE)) STORED NOT NULL",
+            d.types().boolean,
+            readable(d, kind)
+        ));
+        out.push(format!(
+            "CREATE INDEX IF NOT EXISTS {t}_unreadable ON {t} (team_id) WHERE NOT {READABLE}"
         ));
     }
     out
@@ -501,7 +616,7 @@ pub fn query(
         }
     }
 
-    let mut wh = vec![format!("r.team_id = {team}")];
+    let mut wh = vec![format!("r.team_id = {team}"), format!("r.{READABLE}")];
     if let Some(name) = group_name {
         let p = g.param(Param::Text(name.to_string()));
         wh.push(format!(

@@ -12,7 +12,7 @@ use usage_core::wire::{
 
 use super::dialect::Dialect;
 use super::rows::DecodeError;
-use super::sql::{Param, Statement, table};
+use super::sql::{Param, READABLE, Statement, table};
 
 struct Params<'a> {
     d: &'a dyn Dialect,
@@ -73,14 +73,14 @@ pub fn user_page(
             range_sql.push_str(&format!(" AND x.{t} < {e}"));
         }
         days.push(format!(
-            "SELECT {} AS day FROM {} x WHERE x.team_id = u.team_id AND x.api_key = u.api_key{range_sql}",
+            "SELECT {} AS day FROM {} x WHERE x.team_id = u.team_id AND x.api_key = u.api_key AND x.{READABLE}{range_sql}",
             d.floor_div(&format!("x.{t}"), MICROS_PER_DAY),
             table(kind)
         ));
     }
     let last = |kind: &RecordKind| {
         format!(
-            "(SELECT MAX(x.{t}) FROM {} x WHERE x.team_id = u.team_id AND x.api_key = u.api_key)::text",
+            "(SELECT MAX(x.{t}) FROM {} x WHERE x.team_id = u.team_id AND x.api_key = u.api_key AND x.{READABLE})::text",
             table(kind),
             t = time_col(kind)
         )
@@ -163,7 +163,11 @@ pub fn agent(d: &dyn Dialect, team_id: &str, plan: &AgentPlan) -> Vec<(AgentSour
             };
             let t = format!("r.{}", time_col(kind));
             let ides = p.add(Param::TextArray(plan.ide_types.iter().map(|i| i.as_str().to_string()).collect()));
-            let mut wh = vec![format!("r.team_id = {team}"), d.any_text("r.ide_type", &ides)];
+            let mut wh = vec![
+                format!("r.team_id = {team}"),
+                format!("r.{READABLE}"),
+                d.any_text("r.ide_type", &ides),
+            ];
             if let Some(s) = plan.range.start {
                 let x = p.add(Param::Int(s.0));
                 wh.push(format!("{t} >= {x}"));

@@ -31,8 +31,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction};
 use usage_core::eval::TeamData;
 
-use super::shared::{closed, poisoned};
-use super::{Store, StoreError, StoreResult};
+use super::shared::{Unreadable, closed, poisoned};
+use super::{Store, StoreError, StoreResult, UnreadableRow};
 use schema::apply_migrations;
 
 fn db_err(e: rusqlite::Error) -> StoreError {
@@ -64,6 +64,8 @@ struct Inner {
     cache: RwLock<HashMap<String, Arc<Cached>>>,
     seen_version: AtomicI64,
     applied_at_open: u32,
+    /// The rows met that cannot be read (contract section 11).
+    unreadable: Unreadable,
 }
 
 /// The SQLite store.
@@ -167,6 +169,7 @@ impl SqliteStore {
                     cache: RwLock::new(HashMap::new()),
                     seen_version: AtomicI64::new(-1),
                     applied_at_open: applied,
+                    unreadable: Unreadable::default(),
                 }),
             })
         })
@@ -228,27 +231,45 @@ impl Store for SqliteStore {
                     .map_err(db_err)?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(db_err)
             })?;
+            // A team that fails to load never holds back the teams after it; it is
+            // tried again at the next refresh.
+            let mut failed = None;
             for (team, seq) in teams {
-                let cached = i.cache.read().map_err(poisoned)?.get(&team).cloned();
-                match cached {
-                    Some(c) => {
-                        if *c.seq.lock().map_err(poisoned)? < seq {
-                            i.catch_up(&team, &c)?;
-                        }
+                let caught_up = (|| {
+                    let cached = i.cache.read().map_err(poisoned)?.get(&team).cloned();
+                    match cached {
+                        Some(c) if *c.seq.lock().map_err(poisoned)? < seq => i.catch_up(&team, &c),
+                        Some(_) => Ok(()),
+                        None => i.cached(&team).map(drop),
                     }
-                    None => {
-                        i.cached(&team)?;
-                    }
+                })();
+                if let Err(e) = caught_up {
+                    tracing::error!(team = %team, error = %e, "the team's new rows could not be read");
+                    failed = Some(e);
                 }
             }
-            i.seen_version.store(version, Ordering::Release);
-            Ok(())
+            match failed {
+                Some(e) => Err(e),
+                None => {
+                    i.seen_version.store(version, Ordering::Release);
+                    Ok(())
+                }
+            }
         })
         .await
     }
 
     async fn preload(&self) -> StoreResult<()> {
         self.refresh().await
+    }
+
+    async fn unreadable_rows(&self) -> StoreResult<Vec<UnreadableRow>> {
+        self.blocking(|i| i.with(|conn| records::scan_unreadable(conn, &i.unreadable)))
+            .await
+    }
+
+    fn unreadable_count(&self) -> u64 {
+        self.inner.unreadable.count()
     }
 
     async fn close(&self) -> StoreResult<()> {

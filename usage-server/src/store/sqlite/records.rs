@@ -16,39 +16,57 @@ use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyt
 
 use super::billing::{read_billing, write_billing};
 use super::{Cached, Inner, SqliteStore, bump, db_err, team_exists};
-use crate::store::shared::{ingested, poisoned, stream, written_whole};
-use crate::store::{RecordStore, RecordStream, StoreError, StoreResult, answer, prepare};
+use crate::store::shared::{Unreadable, ingested, poisoned, stream, written_whole};
+use crate::store::{RecordStore, RecordStream, StoreResult, UnreadableRow, answer, prepare};
 
-fn decode_row(kind: &str, body: &str) -> StoreResult<(&'static RecordKind, Record)> {
-    let k = RecordKind::by_name(kind)
-        .ok_or_else(|| StoreError::Internal(format!("stored record of unknown kind `{kind}`")))?;
-    let v: serde_json::Value = serde_json::from_str(body)
-        .map_err(|e| StoreError::Internal(format!("stored {kind} record is not JSON: {e}")))?;
+/// A stored row as a record, or why it cannot be read.
+fn decode_row(kind: &str, body: &str) -> Result<(&'static RecordKind, Record), String> {
+    let k = RecordKind::by_name(kind).ok_or_else(|| format!("unknown record kind `{kind}`"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(body).map_err(|e| format!("the body is not JSON: {e}"))?;
     let r = parse_record(k, &v, &JsonPath::root()).map_err(|e| {
-        StoreError::Internal(format!(
-            "stored {kind} record does not parse: {}",
+        format!(
+            "the body is no valid {kind} record: {}",
             e.first().map(ToString::to_string).unwrap_or_default()
-        ))
+        )
     })?;
     Ok((k, r))
 }
 
-/// Reads the rows of a query (`kind`, `body`, `seq`) and hands them to `sink` in batches
-/// of one kind (at most 50,000 records each); returns the largest `seq`.
+/// Reads the rows of a query (`kind`, `body`, `seq`) of `team` and hands them to `sink` in
+/// batches of one kind (at most 50,000 records each); returns the largest `seq`. A row
+/// that cannot be read is left out and handed to `unreadable` (contract section 11).
 fn read_rows(
     stmt: &mut rusqlite::Statement<'_>,
     params: impl rusqlite::Params,
+    team: &str,
+    mut unreadable: impl FnMut(UnreadableRow),
     mut sink: impl FnMut(Batch),
 ) -> StoreResult<i64> {
     let mut rows = stmt.query(params).map_err(db_err)?;
     let mut max = 0i64;
     let mut pending: Option<Batch> = None;
     while let Some(row) = rows.next().map_err(db_err)? {
-        let kind: String = row.get(0).map_err(db_err)?;
-        let body: String = row.get(1).map_err(db_err)?;
         let seq: i64 = row.get(2).map_err(db_err)?;
         max = max.max(seq);
-        let (k, r) = decode_row(&kind, &body)?;
+        let kind = row.get_ref(0).map_err(db_err)?;
+        let body = row.get_ref(1).map_err(db_err)?;
+        let decoded = match (kind.as_str(), body.as_str()) {
+            (Ok(kind), Ok(body)) => decode_row(kind, body),
+            _ => Err("the kind or body is not text".to_string()),
+        };
+        let (k, r) = match decoded {
+            Ok(d) => d,
+            Err(reason) => {
+                unreadable(UnreadableRow {
+                    team: team.to_string(),
+                    kind: kind.as_str().unwrap_or("?").to_string(),
+                    row: seq.to_string(),
+                    reason,
+                });
+                continue;
+            }
+        };
         match &mut pending {
             Some(b) if std::ptr::eq(b.kind, k) && b.records.len() < 50_000 => b.records.push(r),
             _ => {
@@ -67,6 +85,31 @@ fn read_rows(
     Ok(max)
 }
 
+/// Every unreadable row of the store, team by team (a full scan; `usage-server check`).
+pub(super) fn scan_unreadable(
+    conn: &Connection,
+    unreadable: &Unreadable,
+) -> StoreResult<Vec<UnreadableRow>> {
+    let teams: Vec<String> = {
+        let mut stmt = conn
+            .prepare("SELECT id FROM teams ORDER BY id")
+            .map_err(db_err)?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(db_err)?;
+        rows.collect::<Result<_, _>>().map_err(db_err)?
+    };
+    let mut found = Vec::new();
+    let mut stmt = conn
+        .prepare("SELECT kind, body, seq FROM records WHERE team_id = ?1 ORDER BY seq")
+        .map_err(db_err)?;
+    for team in &teams {
+        read_rows(&mut stmt, [team], team, |r| found.push(r), drop)?;
+    }
+    for r in &found {
+        unreadable.met(r.clone());
+    }
+    Ok(found)
+}
+
 impl Inner {
     /// Reads the rows of `team` newer than the cached ones into the cache. Rows are read
     /// on the loader connection and parsed before the team's data is locked, so neither
@@ -81,7 +124,9 @@ impl Inner {
                     "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND seq > ?2 ORDER BY seq",
                 )
                 .map_err(db_err)?;
-            read_rows(&mut stmt, params![team, *seq], |b| batches.push(b))
+            read_rows(&mut stmt, params![team, *seq], team, |r| self.unreadable.met(r), |b| {
+                batches.push(b)
+            })
         })?;
         if !batches.is_empty() {
             let mut data = cached.data.write().map_err(poisoned)?;
@@ -106,7 +151,13 @@ impl Inner {
             let mut stmt = conn
                 .prepare_cached("SELECT kind, body, seq FROM records WHERE team_id = ?1")
                 .map_err(db_err)?;
-            read_rows(&mut stmt, [team], |b| data.apply(&b))
+            read_rows(
+                &mut stmt,
+                [team],
+                team,
+                |r| self.unreadable.met(r),
+                |b| data.apply(&b),
+            )
         })?;
         let c = Arc::new(Cached {
             data: RwLock::new(data),
@@ -123,14 +174,20 @@ impl Inner {
     }
 
     /// The users and groups of a team, read from the store (for [`prepare`]).
-    fn people(conn: &Connection, team: &str) -> StoreResult<TeamData> {
+    fn people(&self, conn: &Connection, team: &str) -> StoreResult<TeamData> {
         let mut data = TeamData::new();
         let mut stmt = conn
             .prepare_cached(
                 "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND kind IN ('users', 'groups') ORDER BY seq",
             )
             .map_err(db_err)?;
-        read_rows(&mut stmt, [team], |b| data.apply(&b))?;
+        read_rows(
+            &mut stmt,
+            [team],
+            team,
+            |r| self.unreadable.met(r),
+            |b| data.apply(&b),
+        )?;
         Ok(data)
     }
 
@@ -170,7 +227,7 @@ impl Inner {
                 tx.commit().map_err(db_err)?;
                 return Ok(Some(n));
             }
-            let people = Self::people(conn, team)?;
+            let people = self.people(conn, team)?;
             let batch = prepare(&people, &Batch { kind, records: all }, now)?;
             records = stream(batch.records);
         }
