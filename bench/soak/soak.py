@@ -35,9 +35,11 @@ Python 3 standard library only.
 """
 
 import argparse
+import datetime
 import http.client
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -74,14 +76,22 @@ def percentile(sorted_values, p):
     return sorted_values[k]
 
 
-def autocomplete(api_key, version, n):
-    # Identity (api_key, hour, language, ide, version): `version` makes each one new.
+BASE_HOUR = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+LANGUAGES = ["PYTHON", "GO", "RUST", "TYPESCRIPT"]
+
+
+def autocomplete(source, n):
+    """The n-th autocomplete record of `source`: a new identity (api_key, hour, language, ide,
+    version) for every n and source, from 500 api keys of the source and one hour after
+    another, so the text columns stay as small as real data's (every value unique would
+    measure dictionaries, not records)."""
+    hour = BASE_HOUR + datetime.timedelta(hours=n // 500)
     return {
-        "api_key": api_key,
-        "hour": "2025-05-01T10:00:00Z",
-        "language": "PYTHON",
+        "api_key": f"k-{source}-{n % 500}",
+        "hour": hour.strftime("%Y-%m-%dT%H:00:00Z"),
+        "language": LANGUAGES[n % len(LANGUAGES)],
         "ide": "vscode",
-        "version": version,
+        "version": "1.10.0",
         "num_acceptances": n % 7,
         "num_lines_accepted": n % 11,
         "num_bytes_accepted": n % 101,
@@ -138,6 +148,7 @@ class Soak:
         self.peak_rss_kb = 0
         self.rss_samples = []  # (seconds, VmRSS kB, records written so far)
         self.last_write = time.monotonic()
+        self.server_latency = {}
 
     # --- CLI -----------------------------------------------------------------------------
 
@@ -183,7 +194,7 @@ class Soak:
                 {"email": "bob@a", "name": "Bob", "api_key": "k-bob", "groups": ["g-eng"]},
                 {"email": "cy@a", "name": "Cy", "api_key": "k-cy"},
             ],
-            "autocomplete": [autocomplete(k, "1.10.0", i + 3) for i, k in enumerate(["k-ana", "k-bob", "k-cy"])],
+            "autocomplete": [dict(autocomplete("seed", i), api_key=k) for i, k in enumerate(["k-ana", "k-bob", "k-cy"])],
             "agent_lines": [
                 {"api_key": "k-ana", "day": "2025-05-01", "ide_type": "editor", "lines_suggested": 10, "lines_accepted": 4},
                 {"api_key": "k-bob", "day": "2025-05-02", "ide_type": "plugin", "lines_suggested": 5, "lines_accepted": 1},
@@ -276,6 +287,21 @@ class Soak:
         bad = [l for l in all_lines if " WARN " in l or " ERROR " in l][:40]
         return "\n".join(bad + ["..."] + all_lines[-lines:])
 
+    def logged_latency(self):
+        """op -> [ms] of the 200 answers in the server's request log (its own timing, without
+        the client's): informative only, an empty dict when the log's form differs."""
+        out = {}
+        pattern = re.compile(r' op="(\w+)" .*status=200 latency_ms=([0-9.]+)')
+        try:
+            with open(self.server_log_path, errors="replace") as f:
+                for line in f:
+                    m = pattern.search(line)
+                    if m:
+                        out.setdefault(m.group(1), []).append(float(m.group(2)) / 1000)
+        except OSError:
+            pass
+        return out
+
     def guarded(self, name, target, *args):
         """Runs a worker; an exception that escapes it fails the run instead of vanishing."""
         def run():
@@ -367,7 +393,7 @@ class Soak:
             if delay > 0 and self.stop.wait(delay):
                 break
             n += 1
-            records = [autocomplete("k-ingest", f"ingest.{serial + j}", serial + j) for j in range(self.args.ingest_batch)]
+            records = [autocomplete("ingest", serial + j) for j in range(self.args.ingest_batch)]
             # A refused batch's identities are never sent again: only acknowledged ones count.
             serial += len(records)
             try:
@@ -398,7 +424,7 @@ class Soak:
     def import_worker(self, deadline):
         serial = 0
         while not self.stop.is_set() and time.monotonic() < deadline:
-            records = [autocomplete("k-import", f"import.{serial + j}", serial + j) for j in range(self.args.import_records)]
+            records = [autocomplete("import", serial + j) for j in range(self.args.import_records)]
             serial += len(records)
             path = self.write_jsonl("import.jsonl", records)
             t0 = time.monotonic()
@@ -417,7 +443,7 @@ class Soak:
                     self.stats.imports_ok += 1
                 else:
                     self.stats.import_failures.append(f"import printed {out}, expected {len(records)} records")
-            self.stop.wait(self.args.import_pause)
+            self.stop.wait(max(0.0, min(self.args.import_pause, deadline - time.monotonic())))
 
     def slow_worker(self, deadline):
         """Keeps SLOW_CONNECTIONS sockets open, each sending one header byte a second."""
@@ -531,7 +557,7 @@ class Soak:
             t.join(timeout=max(0.0, deadline + 180 - time.monotonic()))
             if t.is_alive():
                 self.stop.set()
-                raise Failed("a worker did not finish within 180 s of the end: the server hangs")
+                raise Failed(f"worker {t.name} did not finish within 180 s of the end: the server hangs")
         elapsed = time.monotonic() - begin
         self.stop.set()
         memory.join()
@@ -552,6 +578,7 @@ class Soak:
         if rss:
             self.peak_rss_kb = max(self.peak_rss_kb, rss[1])
         exit_code = self.stop_server()
+        self.server_latency = self.logged_latency()
         return self.report(elapsed, expected, counted, rss0, rss, exit_code)
 
     def report(self, elapsed, expected, counted, rss0, rss_end, exit_code):
@@ -616,6 +643,11 @@ class Soak:
                 f"{t:.0f}: {kb / 1024:.0f}, {w}" for t, kb, w in self.rss_quarters()),
             f"small query (Analytics, one SUM over the autocomplete records), {len(small)} answers: "
             f"p50 {ms(percentile(small, 50))}, p99 {ms(percentile(small, 99))}, max {ms(small[-1] if small else None)}",
+            "  the same in the server's request log (its own timing): " + (
+                f"p50 {ms(percentile(sorted(self.server_latency.get('Analytics', [])), 50))}, "
+                f"p99 {ms(percentile(sorted(self.server_latency.get('Analytics', [])), 99))}, "
+                f"Ingest p50 {ms(percentile(sorted(self.server_latency.get('Ingest', [])), 50))}, "
+                f"p99 {ms(percentile(sorted(self.server_latency.get('Ingest', [])), 99))}"),
             "  other operations (p50/p99): " + ", ".join(
                 f"{op} {ms(percentile(sorted(v), 50))}/{ms(percentile(sorted(v), 99))}"
                 for op, v in sorted(s.latency.items()) if op != "Analytics"),
