@@ -42,7 +42,7 @@ pub(super) fn write_billing(conn: &Connection, team: &str, b: &Billing) -> Store
 impl BillingStore for SqliteStore {
     async fn billing(&self, team: &str) -> StoreResult<Billing> {
         let team = team.to_string();
-        self.blocking(move |i| i.with(|conn| read_billing(conn, &team)))
+        self.blocking(move |i| i.with_reader(|conn| read_billing(conn, &team)))
             .await
     }
 }

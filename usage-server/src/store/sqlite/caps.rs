@@ -24,7 +24,7 @@ fn cap_at(conn: &Connection, team: &str, (k, v): (&str, &str)) -> StoreResult<Op
 impl CapStore for SqliteStore {
     async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
         let (team, scope) = (team.to_string(), scope.clone());
-        self.blocking(move |i| i.with(|conn| cap_at(conn, &team, scope_parts(&scope))))
+        self.blocking(move |i| i.with_reader(|conn| cap_at(conn, &team, scope_parts(&scope))))
             .await
     }
 
@@ -78,7 +78,7 @@ impl CapStore for SqliteStore {
     async fn audit(&self, team: &str) -> StoreResult<Vec<AuditEntry>> {
         let team = team.to_string();
         self.blocking(move |i| {
-            i.with(|conn| {
+            i.with_reader(|conn| {
                 let mut stmt = conn
                     .prepare_cached(
                         "SELECT time, key_id, scope_kind, scope_value, old, new FROM audit WHERE team_id = ?1 ORDER BY id",

@@ -61,6 +61,10 @@ struct Inner {
     conn: Mutex<Option<Connection>>,
     /// Loading records into the cache.
     loader: Mutex<Option<Connection>>,
+    /// Reads of keys, teams, caps, billing and the change version. In WAL mode they never
+    /// wait for a writer, so a long write of another process (a CLI `import`) that the
+    /// write connection waits on holds up only writes, never authentication or reads.
+    reader: Mutex<Option<Connection>>,
     cache: RwLock<HashMap<String, Arc<Cached>>>,
     seen_version: AtomicI64,
     applied_at_open: u32,
@@ -149,6 +153,13 @@ impl Inner {
         let conn = g.as_ref().ok_or_else(closed)?;
         f(conn)
     }
+
+    /// Runs a read-only statement on the reader connection.
+    fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let g = self.reader.lock().map_err(poisoned)?;
+        let conn = g.as_ref().ok_or_else(closed)?;
+        f(conn)
+    }
 }
 
 impl SqliteStore {
@@ -162,10 +173,12 @@ impl SqliteStore {
             let mut conn = open_conn(&path)?;
             let applied = apply_migrations(&mut conn)?;
             let loader = open_conn(&path)?;
+            let reader = open_conn(&path)?;
             Ok(SqliteStore {
                 inner: Arc::new(Inner {
                     conn: Mutex::new(Some(conn)),
                     loader: Mutex::new(Some(loader)),
+                    reader: Mutex::new(Some(reader)),
                     cache: RwLock::new(HashMap::new()),
                     seen_version: AtomicI64::new(-1),
                     applied_at_open: applied,
@@ -192,7 +205,7 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn health(&self) -> StoreResult<()> {
         self.blocking(|i| {
-            i.with(|conn| {
+            i.with_reader(|conn| {
                 conn.query_row("SELECT value FROM meta WHERE key = 'version'", [], |r| {
                     r.get::<_, i64>(0)
                 })
@@ -213,7 +226,7 @@ impl Store for SqliteStore {
 
     async fn refresh(&self) -> StoreResult<()> {
         self.blocking(|i| {
-            let version: i64 = i.with(|conn| {
+            let version: i64 = i.with_reader(|conn| {
                 conn.query_row("SELECT value FROM meta WHERE key = 'version'", [], |r| {
                     r.get(0)
                 })
@@ -222,7 +235,7 @@ impl Store for SqliteStore {
             if version == i.seen_version.load(Ordering::Acquire) {
                 return Ok(());
             }
-            let teams: Vec<(String, i64)> = i.with(|conn| {
+            let teams: Vec<(String, i64)> = i.with_reader(|conn| {
                 let mut stmt = conn
                     .prepare_cached("SELECT id, seq FROM teams")
                     .map_err(db_err)?;
@@ -264,7 +277,7 @@ impl Store for SqliteStore {
     }
 
     async fn unreadable_rows(&self) -> StoreResult<Vec<UnreadableRow>> {
-        self.blocking(|i| i.with(|conn| records::scan_unreadable(conn, &i.unreadable)))
+        self.blocking(|i| i.with_reader(|conn| records::scan_unreadable(conn, &i.unreadable)))
             .await
     }
 
@@ -274,7 +287,7 @@ impl Store for SqliteStore {
 
     async fn close(&self) -> StoreResult<()> {
         self.blocking(|i| {
-            for slot in [&i.loader, &i.conn] {
+            for slot in [&i.reader, &i.loader, &i.conn] {
                 let conn = slot.lock().map_err(poisoned)?.take();
                 if let Some(c) = conn {
                     c.close().map_err(|(_, e)| db_err(e))?;

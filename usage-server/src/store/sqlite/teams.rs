@@ -41,7 +41,7 @@ impl TeamStore for SqliteStore {
 
     async fn teams(&self) -> StoreResult<Vec<Team>> {
         self.blocking(|i| {
-            i.with(|conn| {
+            i.with_reader(|conn| {
                 let mut stmt = conn
                     .prepare_cached("SELECT id, name, created FROM teams ORDER BY created, id")
                     .map_err(db_err)?;
@@ -82,7 +82,7 @@ impl TeamStore for SqliteStore {
     async fn key_by_hash(&self, hash: &[u8; 32]) -> StoreResult<Option<KeyInfo>> {
         let hash = *hash;
         self.blocking(move |i| {
-            i.with(|conn| {
+            i.with_reader(|conn| {
                 let row: Option<(String, String, Vec<u8>, String)> = conn
                     .prepare_cached(
                         "SELECT id, team_id, hash, permissions FROM keys WHERE hash = ?1 AND revoked IS NULL",

@@ -109,3 +109,57 @@ async fn files_it_creates_are_private() {
     }
     s.close().await.unwrap();
 }
+
+/// A write of this process that waits for another process's write lock (a CLI `import`)
+/// holds up no read: keys, teams, caps, billing and health are answered while it waits.
+#[tokio::test]
+async fn reads_never_wait_behind_a_write_waiting_for_the_lock() {
+    use crate::store::{BillingStore, CapStore};
+    use usage_core::plan::{CapAction, CapScope};
+
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("busy.db");
+    let s = SqliteStore::open(&p).await.unwrap();
+    let t = s
+        .create_team(
+            NewTeam {
+                name: "t".into(),
+                plan: Plan::Enterprise,
+                seats: 2,
+                credits_per_seat: 10,
+            },
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    // Another process takes the write lock and keeps it.
+    let other = rusqlite::Connection::open(&p).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let writer = {
+        let s = s.clone();
+        let team = t.id.clone();
+        tokio::spawn(async move {
+            s.change_cap(
+                &team,
+                &CapScope::Team,
+                CapAction::Set(5),
+                "key_1",
+                Timestamp::now(),
+            )
+            .await
+        })
+    };
+    // Let the write reach its wait for the lock.
+    while s.inner.conn.try_lock().is_ok() && !writer.is_finished() {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(s.key_by_hash(&[7; 32]).await.unwrap(), None);
+    assert_eq!(s.teams().await.unwrap().len(), 1);
+    assert_eq!(s.cap(&t.id, &CapScope::Team).await.unwrap(), None);
+    assert_eq!(s.billing(&t.id).await.unwrap().num_seats, 2);
+    s.health().await.unwrap();
+    assert!(!writer.is_finished(), "the write still waits for the lock");
+    other.execute_batch("COMMIT").unwrap();
+    writer.await.unwrap().unwrap();
+    assert_eq!(s.cap(&t.id, &CapScope::Team).await.unwrap(), Some(5));
+}
