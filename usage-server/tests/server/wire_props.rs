@@ -513,8 +513,7 @@ impl Target {
         }
     }
 
-    /// The path the server routes on; `None` when hyper refuses the target itself (with
-    /// that status).
+    /// The path the server routes on, or the status hyper refuses the target with itself.
     fn path(&self) -> Result<String, u16> {
         match self {
             Target::Origin(p, _) | Target::Absolute(_, p, _) => Ok(p.clone()),
