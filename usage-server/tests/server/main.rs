@@ -1,5 +1,5 @@
 //! The server's tests over real HTTP, in one binary. The HTTP-level modules (`errors`,
-//! `ops`, `permissions`, `props`, `tenancy`) run each test on every store: memory, SQLite
+//! `ops`, `permissions`, `props`, `tenancy`, `wire_props`) run each test on every store: memory, SQLite
 //! and PostgreSQL, as `module::test::memory`, `::sqlite` and `::postgres`
 //! ([`on_every_store!`]); `fidelity` runs on every store itself; `process` and `cli` run
 //! the real binary.
@@ -15,3 +15,4 @@ mod permissions;
 mod process;
 mod props;
 mod tenancy;
+mod wire_props;
