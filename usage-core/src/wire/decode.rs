@@ -12,7 +12,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, did_you_mean};
+use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, Violations, did_you_mean};
 
 /// The maximum JSON nesting of a request body, the body's object being level 1.
 pub const MAX_DEPTH: usize = 64;
@@ -101,17 +101,19 @@ pub fn camel(name: &str) -> String {
 pub struct Decoded<T> {
     /// The request, with every given field in its snake_case place.
     pub request: T,
-    /// Unknown fields, both spellings, integers out of range.
-    pub violations: Vec<Violation>,
+    /// Unknown fields, both spellings, integers out of range: the first ones in document
+    /// order kept, all counted.
+    pub violations: Violations,
     /// The given top-level fields (snake_case) in the body's key order.
     pub given_order: Vec<&'static str>,
 }
 
 /// What stops a body before its key is checked: not JSON, not an object, a known field
-/// of the wrong JSON kind, nesting too deep. Every such problem is listed.
+/// of the wrong JSON kind, nesting too deep. Every such problem is counted, the first ones
+/// in document order kept ([`Violations`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", .0.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; "))]
-pub struct KindErrors(pub Vec<Violation>);
+pub struct KindErrors(pub Violations);
 
 /// Parses and normalizes a request body.
 ///
@@ -138,7 +140,7 @@ pub fn decode<T: Request>(body: &[u8]) -> Result<Decoded<T>, KindErrors> {
 /// # Errors
 /// `malformed_json` or `too_many` at `""`.
 pub fn parse_body(body: &[u8]) -> Result<Value, KindErrors> {
-    let root = |rule, msg: &str| KindErrors(vec![Violation::new(JsonPath::root(), rule, msg)]);
+    let root = |rule, msg: &str| KindErrors(Violation::new(JsonPath::root(), rule, msg).into());
     if let Some(depth) = excess_depth(body) {
         return Err(root(
             Rule::TooMany,
@@ -170,21 +172,23 @@ pub fn decode_value<T: Request>(value: &Value) -> Result<Decoded<T>, KindErrors>
     let mut cx = Cx::default();
     let normalized = cx.object(value, T::SPEC, &JsonPath::root());
     if !cx.kind_errors.is_empty() {
-        crate::error::sort_violations(&mut cx.kind_errors);
         return Err(KindErrors(cx.kind_errors));
     }
     let request = serde_path_to_error::deserialize::<_, T>(normalized).map_err(|e| {
         // The normalized value matches the spec, so this is a bug in a spec; report it
         // where it happened rather than panic.
-        KindErrors(vec![Violation::new(
-            JsonPath::root(),
-            Rule::InvalidValue,
-            format!(
-                "internal: request could not be read at `{}`: {}",
-                e.path(),
-                e.inner()
-            ),
-        )])
+        KindErrors(
+            Violation::new(
+                JsonPath::root(),
+                Rule::InvalidValue,
+                format!(
+                    "internal: request could not be read at `{}`: {}",
+                    e.path(),
+                    e.inner()
+                ),
+            )
+            .into(),
+        )
     })?;
     Ok(Decoded {
         request,
@@ -270,8 +274,8 @@ pub fn read_int(v: &Value) -> Result<i64, String> {
 
 #[derive(Default)]
 struct Cx {
-    kind_errors: Vec<Violation>,
-    violations: Vec<Violation>,
+    kind_errors: Violations,
+    violations: Violations,
     given_order: Vec<&'static str>,
 }
 
