@@ -20,7 +20,7 @@ fn load(team: &mut TeamData, kind: &str, records: Vec<serde_json::Value>) -> Res
         kind: Some(kind.into()),
         records,
     };
-    let show = |v: Vec<usage::core::Violation>| {
+    let show = |v: usage::core::Violations| {
         v.iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()

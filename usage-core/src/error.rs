@@ -235,6 +235,182 @@ pub fn sort_violations(v: &mut [Violation]) {
     v.sort_by(|a, b| a.path.cmp(&b.path));
 }
 
+/// The most violations a request reports (contract section 11, Error size): a 400 lists at
+/// most this many `details`, the first ones in document order, and its message says how
+/// many there were in all.
+pub const MAX_DETAILS: usize = 100;
+
+/// The violations of one request, bounded: at most a limit of them are kept (by default
+/// [`MAX_DETAILS`]), the first ones in document order, and all are counted.
+///
+/// Violations may be pushed in any order. The kept ones are always in document order
+/// (the order [`sort_violations`] gives: violations at one path keep the order they were
+/// pushed in), and they are exactly the first ones of that order among all pushed, so
+/// memory for a request is bounded by the limit, not by the number of its errors.
+///
+/// It derefs to the slice of kept violations: `len()` and indexing see only those;
+/// [`Violations::total`] counts every violation pushed.
+///
+/// ```
+/// use usage_core::error::Violations;
+/// use usage_core::{JsonPath, Rule, Violation};
+///
+/// let mut v = Violations::with_limit(2);
+/// for i in (0..5).rev() {
+///     v.push(Violation::new(JsonPath::root().index(i), Rule::InvalidValue, format!("bad {i}")));
+/// }
+/// assert_eq!(v.total(), 5);
+/// let kept: Vec<_> = v.iter().map(|v| v.message()).collect();
+/// assert_eq!(kept, ["bad 0", "bad 1"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violations {
+    kept: Vec<Violation>,
+    total: usize,
+    limit: usize,
+}
+
+impl Default for Violations {
+    fn default() -> Violations {
+        Violations::new()
+    }
+}
+
+impl Violations {
+    /// No violations yet; keeps at most [`MAX_DETAILS`].
+    pub fn new() -> Violations {
+        Violations::with_limit(MAX_DETAILS)
+    }
+
+    /// No violations yet; keeps at most `limit` (every violation is still counted).
+    pub fn with_limit(limit: usize) -> Violations {
+        Violations {
+            kept: Vec::new(),
+            total: 0,
+            limit,
+        }
+    }
+
+    /// Whether a violation at `path` pushed now would be kept. A caller may skip building
+    /// the message of one that would not, as long as it then calls [`Violations::count`].
+    pub fn would_keep(&self, path: &JsonPath) -> bool {
+        // A later violation at a path equal to the last kept one comes after it.
+        self.kept.len() < self.limit || self.kept.last().is_some_and(|last| *path < last.path)
+    }
+
+    /// Counts one violation without keeping it: for one that [`Violations::would_keep`]
+    /// said would be dropped.
+    pub fn count(&mut self) {
+        self.total += 1;
+    }
+
+    /// Adds a violation: counted, and kept if it is among the first `limit` in document
+    /// order so far.
+    pub fn push(&mut self, v: Violation) {
+        self.total += 1;
+        if !self.would_keep(&v.path) {
+            return;
+        }
+        // After every kept violation at a path up to its own: a stable sort's place.
+        let at = self.kept.partition_point(|k| k.path <= v.path);
+        if self.kept.len() == self.limit {
+            self.kept.pop();
+        }
+        self.kept.insert(at, v);
+    }
+
+    /// Adds every violation of `other` (counted in full: its total adds to this one's).
+    pub fn append(&mut self, other: Violations) {
+        let dropped = other.total - other.kept.len();
+        for v in other.kept {
+            self.push(v);
+        }
+        self.total += dropped;
+    }
+
+    /// How many violations were pushed, kept or not.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Whether no violation was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// The most this keeps.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The kept violations, in document order.
+    pub fn as_slice(&self) -> &[Violation] {
+        &self.kept
+    }
+
+    /// The kept violations, in document order.
+    pub fn into_vec(self) -> Vec<Violation> {
+        self.kept
+    }
+}
+
+impl std::ops::Deref for Violations {
+    type Target = [Violation];
+
+    fn deref(&self) -> &[Violation] {
+        &self.kept
+    }
+}
+
+impl Extend<Violation> for Violations {
+    fn extend<I: IntoIterator<Item = Violation>>(&mut self, iter: I) {
+        for v in iter {
+            self.push(v);
+        }
+    }
+}
+
+impl From<Violation> for Violations {
+    fn from(v: Violation) -> Violations {
+        let mut out = Violations::new();
+        out.push(v);
+        out
+    }
+}
+
+impl From<Vec<Violation>> for Violations {
+    /// The violations in document order, the first [`MAX_DETAILS`] kept, all counted.
+    fn from(v: Vec<Violation>) -> Violations {
+        let mut out = Violations::new();
+        out.extend(v);
+        out
+    }
+}
+
+impl From<Violations> for Vec<Violation> {
+    fn from(v: Violations) -> Vec<Violation> {
+        v.kept
+    }
+}
+
+impl IntoIterator for Violations {
+    type Item = Violation;
+    type IntoIter = std::vec::IntoIter<Violation>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.kept.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Violations {
+    type Item = &'a Violation;
+    type IntoIter = std::slice::Iter<'a, Violation>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.kept.iter()
+    }
+}
+
 /// Edit distance, for "did you mean" suggestions.
 pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
@@ -308,6 +484,59 @@ mod tests {
         sort_violations(&mut v);
         let m: Vec<_> = v.iter().map(|v| v.message()).collect();
         assert_eq!(m, ["a0", "a1", "a2", "b"]);
+    }
+
+    #[test]
+    fn violations_keep_the_first_in_document_order_whatever_the_order_pushed() {
+        // Paths with ties (several violations at one path keep the order pushed).
+        let mut seed = 7u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for round in 0..200 {
+            let n = next(300) as usize;
+            let pushed: Vec<Violation> = (0..n)
+                .map(|i| {
+                    let q = JsonPath::root()
+                        .key("query_requests", 4)
+                        .index(next(3) as usize);
+                    let path = match next(3) {
+                        0 => q.key("selections", 1).index(next(40) as usize),
+                        1 => q.key("filters", 2),
+                        _ => q,
+                    };
+                    Violation::new(path, Rule::InvalidValue, format!("{i}"))
+                })
+                .collect();
+            let mut sorted = pushed.clone();
+            sort_violations(&mut sorted);
+            for limit in [0, 1, 5, 100] {
+                let mut v = Violations::with_limit(limit);
+                for x in pushed.iter().cloned() {
+                    v.push(x);
+                }
+                assert_eq!(v.total(), n, "round {round}");
+                assert_eq!(v.as_slice(), &sorted[..n.min(limit)], "round {round}");
+                // Two halves merged keep the same.
+                let (a, b) = pushed.split_at(n / 2);
+                let (mut va, mut vb) =
+                    (Violations::with_limit(limit), Violations::with_limit(limit));
+                va.extend(a.iter().cloned());
+                vb.extend(b.iter().cloned());
+                va.append(vb);
+                assert_eq!(va, v, "round {round}");
+            }
+        }
+        let v = Violations::from(vec![
+            Violation::new(JsonPath::root(), Rule::Scope, "x");
+            250
+        ]);
+        assert_eq!((v.total(), v.len(), v.limit()), (250, MAX_DETAILS, 100));
+        assert!(!v.is_empty());
+        assert!(Violations::new().is_empty());
     }
 
     #[test]

@@ -52,5 +52,5 @@ pub mod validate;
 pub mod version;
 pub mod wire;
 
-pub use error::{JsonPath, Rule, Violation};
+pub use error::{JsonPath, Rule, Violation, Violations};
 pub use ident::{Ident, WireEnum};

@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, suggestion};
+use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, Violations, suggestion};
 use crate::plan::Limits;
 use crate::schema::records::{RecordKind, RecordType, kind_names};
 use crate::time::{Date, TimeError, Timestamp};
@@ -214,17 +214,42 @@ pub fn sha256_hex(s: &str) -> String {
 /// Events without `id` get the hash of their canonical JSON as id.
 ///
 /// # Errors
-/// Every violation of the record: unknown fields, missing required fields, values that
-/// do not parse for their type.
+/// The violations of the record, in the order they are found (unknown fields first, then
+/// the fields in the kind's order): unknown fields, missing required fields, values that
+/// do not parse for their type. At most [`MAX_DETAILS`] are listed, the first ones found.
+///
+/// [`MAX_DETAILS`]: crate::error::MAX_DETAILS
 pub fn parse_record(
     kind: &'static RecordKind,
     value: &Value,
     at: &JsonPath,
 ) -> Result<Record, Vec<Violation>> {
-    let mut v = Vec::new();
+    let mut found = Vec::new();
+    check_record(kind, value, at, &mut |v| {
+        if found.len() < crate::error::MAX_DETAILS {
+            found.push(v);
+        }
+    })
+    .ok_or(found)
+}
+
+/// [`parse_record`], handing each violation to `report` as it is found; `None` when there
+/// was one.
+fn check_record(
+    kind: &'static RecordKind,
+    value: &Value,
+    at: &JsonPath,
+    report: &mut dyn FnMut(Violation),
+) -> Option<Record> {
+    let mut bad = false;
+    let mut push = |v: Violation| {
+        bad = true;
+        report(v);
+    };
     let Some(obj) = value.as_object() else {
         let msg = format!("a {} record must be a JSON object", kind.name);
-        return Err(vec![Violation::new(at.clone(), Rule::InvalidValue, msg)]);
+        push(Violation::new(at.clone(), Rule::InvalidValue, msg));
+        return None;
     };
     let mut unknown_rank = UNKNOWN_KEY_RANK;
     // Each field's name in both spellings (contract section 1: the lowerCamelCase spelling
@@ -239,7 +264,7 @@ pub fn parse_record(
                 names.join(", "),
                 suggestion(key, names.iter().copied())
             );
-            v.push(Violation::new(
+            push(Violation::new(
                 at.key(key.clone(), unknown_rank),
                 Rule::UnknownField,
                 msg,
@@ -259,13 +284,13 @@ pub fn parse_record(
                 "`{}` and `{}` are two spellings of one field; give only one",
                 f.name, camels[rank]
             );
-            v.push(Violation::new(path.clone(), Rule::ConflictingFields, msg));
+            push(Violation::new(path.clone(), Rule::ConflictingFields, msg));
         }
         let given = snake.or(camel_value);
         let parsed = match given {
             None => {
                 if f.required {
-                    v.push(missing(path, &format!(" in a {} record", kind.name)));
+                    push(missing(path, &format!(" in a {} record", kind.name)));
                 }
                 FieldValue::Absent
             }
@@ -273,7 +298,7 @@ pub fn parse_record(
                 Ok(p) => p,
                 Err((rule, msg)) => {
                     let msg = format!("`{}`: {msg}", f.name);
-                    v.push(Violation::new(path, rule, msg));
+                    push(Violation::new(path, rule, msg));
                     FieldValue::Absent
                 }
             },
@@ -287,14 +312,14 @@ pub fn parse_record(
         && end <= start
     {
         let msg = format!("`billing_cycle_end` {end} is not after `billing_cycle_start` {start}");
-        v.push(Violation::new(
+        push(Violation::new(
             at.key("billing_cycle_end", j as u32),
             Rule::InvalidValue,
             msg,
         ));
     }
-    if !v.is_empty() {
-        return Err(v);
+    if bad {
+        return None;
     }
     let mut record = Record { kind, values };
     if kind.is_event() && record.get("id") == &FieldValue::Absent {
@@ -302,7 +327,7 @@ pub fn parse_record(
         let i = kind.position("id").expect("events have an id field");
         record.values[i] = FieldValue::Text(id);
     }
-    Ok(record)
+    Some(record)
 }
 
 /// The longest text value a record may hold, in bytes of UTF-8 (contract section 11): every
@@ -441,8 +466,8 @@ pub struct Batch {
 /// # Errors
 /// Every violation: `kind` missing or unknown, too many records, and every violation of
 /// the first [`MAX_REPORTED_RECORDS`] bad records (paths `records[i].field`).
-pub fn ingest(req: &IngestRequest, limits: &Limits) -> Result<Batch, Vec<Violation>> {
-    let mut v = Vec::new();
+pub fn ingest(req: &IngestRequest, limits: &Limits) -> Result<Batch, Violations> {
+    let mut v = Violations::new();
     let root = JsonPath::root();
     let kpath = INGEST.path(&root, "kind");
     let rpath = INGEST.path(&root, "records");
@@ -479,14 +504,16 @@ pub fn ingest(req: &IngestRequest, limits: &Limits) -> Result<Batch, Vec<Violati
     if let Some(kind) = kind {
         let mut bad = 0;
         for (i, r) in req.records.iter().enumerate() {
-            match parse_record(kind, r, &rpath.index(i)) {
-                Ok(rec) => records.push(rec),
-                Err(errs) => {
-                    bad += 1;
-                    if bad <= MAX_REPORTED_RECORDS {
-                        v.extend(errs);
-                    }
+            // Every violation of the first bad records, kept in document order.
+            let reported = bad < MAX_REPORTED_RECORDS;
+            let rec = check_record(kind, r, &rpath.index(i), &mut |e| {
+                if reported {
+                    v.push(e);
                 }
+            });
+            match rec {
+                Some(rec) => records.push(rec),
+                None => bad += 1,
             }
         }
     }
@@ -881,5 +908,42 @@ mod tests {
             records: vec![],
         };
         assert_eq!(ingest(&req, &Limits::default()).unwrap().records.len(), 0);
+    }
+
+    /// An Ingest body through the decoder and the validator, as the server reads it.
+    fn ingest_body(body: &str) -> Violations {
+        let d = crate::wire::decode::decode::<IngestRequest>(body.as_bytes()).expect("kinds");
+        crate::validate::with_decoded(&d, |r, _| ingest(r, &Limits::default()))
+            .expect_err("violations")
+    }
+
+    #[test]
+    fn ingest_keeps_the_first_hundred_violations_of_the_first_twenty_bad_records() {
+        // 9,000 empty autocomplete records miss 8 fields each: the first 20 bad records
+        // make 160 violations, the first 100 in document order kept.
+        let body = format!(
+            r#"{{"kind": "autocomplete", "records": [{}]}}"#,
+            vec!["{}"; 9_000].join(",")
+        );
+        let e = ingest_body(&body);
+        assert_eq!(e.total(), 20 * 8);
+        assert_eq!(e.len(), 100);
+        assert_eq!(e[0].path(), "records[0].api_key");
+        assert_eq!(e[99].path(), "records[12].ide");
+        assert!(e.iter().all(|v| v.rule() == Rule::MissingField));
+
+        // One record with 100,000 unknown fields: its missing fields come first in
+        // document order, then the unknown ones in body order; every one counted.
+        let keys: Vec<String> = (0..100_000).map(|i| format!(r#""k{i}":1"#)).collect();
+        let body = format!(
+            r#"{{"kind": "autocomplete", "records": [{{{}}}]}}"#,
+            keys.join(",")
+        );
+        let e = ingest_body(&body);
+        assert_eq!(e.total(), 100_000 + 8);
+        assert_eq!(e.len(), 100);
+        assert_eq!(e[7].path(), "records[0].num_bytes_accepted");
+        assert_eq!(e[8].path(), "records[0].k0");
+        assert_eq!(e[99].path(), "records[0].k91");
     }
 }

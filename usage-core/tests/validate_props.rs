@@ -25,7 +25,7 @@ use usage_core::time::Timestamp;
 use usage_core::validate;
 use usage_core::wire::decode::{Decoded, Kind, ObjectSpec, Request, camel, decode};
 use usage_core::wire::*;
-use usage_core::{Rule, Violation};
+use usage_core::{Rule, Violations};
 
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
@@ -43,7 +43,7 @@ fn validate_both(req: &AnalyticsRequest) -> Result<AnalyticsPlan, Vec<(String, R
     let d: Decoded<AnalyticsRequest> = decode(&body).expect("no kind errors");
     assert_eq!(&d.request, req, "decode(serialize(req)) == req");
     let via_json = validate::with_decoded(&d, |r, _| validate::analytics(r, &Limits::default()));
-    let key = |r: Result<AnalyticsPlan, Vec<Violation>>| {
+    let key = |r: Result<AnalyticsPlan, Violations>| {
         r.map_err(|v| v.iter().map(|v| (v.path(), v.rule())).collect::<Vec<_>>())
     };
     let (a, b) = (key(direct), key(via_json));

@@ -15,7 +15,7 @@ use usage_core::time::Timestamp;
 use usage_core::validate;
 use usage_core::wire::decode::{KindErrors, Request, decode};
 use usage_core::wire::*;
-use usage_core::{Rule, Violation, load};
+use usage_core::{Rule, Violations, load};
 
 fn t(s: &str) -> Timestamp {
     Timestamp::parse_rfc3339(s).expect("an RFC 3339 example")
@@ -406,7 +406,7 @@ fn ingest_snapshots() {
 // Errors
 
 /// Every violation of an Analytics body, decoder's included.
-fn analytics_violations(body: &str) -> Vec<Violation> {
+fn analytics_violations(body: &str) -> Violations {
     let d = decode::<AnalyticsRequest>(body.as_bytes()).expect("no kind errors");
     validate::with_decoded(&d, |r, _| validate::analytics(r, &Limits::default()))
         .expect_err("violations")
@@ -465,7 +465,7 @@ fn one_rendered_violation_per_rule() {
             .expect_err("violations")
     };
     let user = r#""data_source": "QUERY_DATA_SOURCE_USER_DATA""#;
-    let cases: Vec<Vec<Violation>> = vec![
+    let cases: Vec<Violations> = vec![
         analytics(&format!(
             r#"{{{user}, "selections": [{{"field": "api_key", "aggregation_function": "QUERY_AGGREGATION_COUNT"}}, {{"field": "language"}}]}}"#
         )),

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use usage_core::Violation;
+use usage_core::Violations;
 use usage_core::eval::EvalError;
 use usage_core::wire::{ErrorBody, ErrorDetail};
 use warp::http::{HeaderValue, StatusCode, header};
@@ -69,8 +69,8 @@ impl Code {
 }
 
 /// The most violations a 400 lists in `details` (contract section 11); the message says
-/// how many there were.
-pub const MAX_DETAILS: usize = 100;
+/// how many there were. The one limit of usage-core, which keeps no more than these.
+pub use usage_core::error::MAX_DETAILS;
 
 /// The message of every 500 body.
 pub const INTERNAL_MESSAGE: &str =
@@ -111,14 +111,15 @@ impl ApiError {
         }
     }
 
-    /// A 400 listing the violations (in document order), at most [`MAX_DETAILS`] of them:
-    /// every 400 goes through here, before and after the key check (contract section 11).
-    pub fn invalid(violations: &[Violation]) -> ApiError {
+    /// A 400 listing the violations (in document order), at most [`MAX_DETAILS`] of them,
+    /// its message naming how many there were in all ([`Violations::total`]): every 400
+    /// goes through here, before and after the key check (contract section 11).
+    pub fn invalid(violations: &Violations) -> ApiError {
         let first = violations
             .first()
             .map(ToString::to_string)
             .unwrap_or_default();
-        let message = match violations.len() {
+        let message = match violations.total() {
             1 => format!("invalid request: {first}"),
             n if n > MAX_DETAILS => format!(
                 "invalid request: {n} violations, the first {MAX_DETAILS} listed; the first: {first}"
@@ -209,7 +210,7 @@ impl From<StoreError> for ApiError {
 impl From<EvalError> for ApiError {
     fn from(e: EvalError) -> ApiError {
         match e.violation() {
-            Some(v) => ApiError::invalid(&[v]),
+            Some(v) => ApiError::invalid(&v.into()),
             None => ApiError::new(Code::NotFound, e.to_string()),
         }
     }
@@ -218,18 +219,20 @@ impl From<EvalError> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use usage_core::{JsonPath, Rule};
+    use usage_core::{JsonPath, Rule, Violation};
 
-    fn violations(n: usize) -> Vec<Violation> {
-        (0..n)
-            .map(|i| {
-                Violation::new(
-                    JsonPath::root().key("query_requests", 4).index(i),
-                    Rule::InvalidValue,
-                    format!("bad {i}"),
-                )
-            })
-            .collect()
+    /// `n` violations, pushed last first: the collector keeps the first ones in document
+    /// order whatever order they come in.
+    fn violations(n: usize) -> Violations {
+        let mut v = Violations::new();
+        for i in (0..n).rev() {
+            v.push(Violation::new(
+                JsonPath::root().key("query_requests", 4).index(i),
+                Rule::InvalidValue,
+                format!("bad {i}"),
+            ));
+        }
+        v
     }
 
     #[test]

@@ -519,7 +519,9 @@ impl Query {
                 let request = req.query_requests.into_iter().next().expect("one query");
                 Ok(Query { request, plan })
             }
-            Err(violations) => Err(InvalidQuery { violations }),
+            Err(violations) => Err(InvalidQuery {
+                violations: violations.into_vec(),
+            }),
         }
     }
 
@@ -547,7 +549,8 @@ pub struct InvalidQuery {
 }
 
 impl InvalidQuery {
-    /// Every violation, in document order.
+    /// The violations in document order: every one, up to the server's limit of
+    /// [`usage_core::error::MAX_DETAILS`] (the first ones).
     pub fn violations(&self) -> &[Violation] {
         &self.violations
     }

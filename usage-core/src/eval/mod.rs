@@ -26,7 +26,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::OnceLock;
 
-use crate::error::{JsonPath, Rule, Violation};
+use crate::error::{JsonPath, Rule, Violation, Violations};
 use crate::load::{Batch, FieldValue, Record};
 use crate::plan::{AgentPlan, AnalyticsPlan, Limits, UserPagePlan};
 use crate::schema::Source;
@@ -197,9 +197,9 @@ impl TeamData {
         &self,
         batch: &'b Batch,
         now: Timestamp,
-    ) -> Result<Cow<'b, Batch>, Vec<Violation>> {
+    ) -> Result<Cow<'b, Batch>, Violations> {
         let mut out = Cow::Borrowed(batch);
-        let mut v = Vec::new();
+        let mut v = Violations::new();
         let rpath = INGEST.path(&JsonPath::root(), "records");
         let at = |i: usize, field: &'static str, kind: &RecordKind| {
             rpath

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::{finish, missing, time_range, too_many, unknown_enum};
-use crate::error::{JsonPath, Rule, Violation, suggestion};
+use crate::error::{JsonPath, Rule, Violation, Violations, suggestion};
 use crate::ident::Ident;
 use crate::plan::{
     AnalyticsPlan, FilterPlan, FilterTest, FilterValue, GroupPlan, Limits, QueryPlan, QueryShape,
@@ -19,8 +19,8 @@ use crate::wire::{AnalyticsRequest, Filter, QueryRequest};
 /// # Errors
 /// Every violation of every query request, each with its JSON path and rule, in the order
 /// of the request document.
-pub fn analytics(req: &AnalyticsRequest, limits: &Limits) -> Result<AnalyticsPlan, Vec<Violation>> {
-    let mut v = Vec::new();
+pub fn analytics(req: &AnalyticsRequest, limits: &Limits) -> Result<AnalyticsPlan, Violations> {
+    let mut v = Violations::new();
     let root = JsonPath::root();
     let range = time_range(
         req.start_timestamp.as_deref(),
@@ -89,7 +89,7 @@ fn query(
     q: &QueryRequest,
     at: &JsonPath,
     limits: &Limits,
-    v: &mut Vec<Violation>,
+    v: &mut Violations,
 ) -> Option<QueryPlan> {
     let ds_path = QUERY.path(at, "data_source");
     let source = match &q.data_source {
@@ -112,7 +112,7 @@ fn query(
         Some(Ident::Known(s)) => *s,
     };
     let spec = source.spec();
-    let before = v.len();
+    let before = v.total();
 
     // Selections.
     let spath = QUERY.path(at, "selections");
@@ -358,7 +358,7 @@ fn query(
         }
     }
 
-    if v.len() > before {
+    if v.total() > before {
         return None;
     }
     Some(QueryPlan {
@@ -375,12 +375,12 @@ fn filter(
     f: &Filter,
     at: &JsonPath,
     spec: &SourceSpec,
-    v: &mut Vec<Violation>,
+    v: &mut Violations,
 ) -> Option<(FieldRef, FilterOp, FilterValue)> {
     let npath = FILTER.path(at, "name");
     let opath = FILTER.path(at, "filter");
     let vpath = FILTER.path(at, "value");
-    let before = v.len();
+    let before = v.total();
     let field = match f.name.as_deref() {
         None => {
             v.push(missing(npath, ": the field to filter on"));
@@ -431,7 +431,7 @@ fn filter(
         );
         v.push(Violation::new(opath, Rule::InvalidOperator, msg));
     }
-    if v.len() > before {
+    if v.total() > before {
         return None;
     }
     Some((field?.1, op?, value?))
@@ -442,7 +442,7 @@ fn parse_value(
     name: &str,
     r: FieldRef,
     path: JsonPath,
-    v: &mut Vec<Violation>,
+    v: &mut Violations,
 ) -> Option<FilterValue> {
     let ty = r.field().ty;
     let text_like = matches!(ty, ValueType::Text | ValueType::Version);
@@ -453,7 +453,7 @@ fn parse_value(
         ));
         return None;
     }
-    let bad = |v: &mut Vec<Violation>, expected: &str| {
+    let bad = |v: &mut Violations, expected: &str| {
         let msg = format!("`{s}` is not a valid value for `{name}`: expected {expected}");
         v.push(Violation::new(path.clone(), Rule::InvalidValue, msg));
         None

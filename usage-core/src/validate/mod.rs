@@ -30,7 +30,7 @@ mod analytics;
 
 pub use analytics::{analytics, default_alias as default_alias_of};
 
-use crate::error::{JsonPath, Rule, Violation, sort_violations};
+use crate::error::{JsonPath, Rule, Violation, Violations};
 use crate::ident::{Ident, WireEnum};
 use crate::plan::{
     AgentPlan, AgentSource, CapAction, CapScope, Limits, MAX_CAP, TimeRange, UserPagePlan,
@@ -42,34 +42,29 @@ use crate::wire::{
     AgentAnalyticsRequest, GetUsageConfigRequest, UsageConfigRequest, UserPageAnalyticsRequest,
 };
 
-/// Sorts and returns violations, or the value when there are none.
-pub(crate) fn finish<T>(
-    mut v: Vec<Violation>,
-    value: impl FnOnce() -> T,
-) -> Result<T, Vec<Violation>> {
-    if v.is_empty() {
-        Ok(value())
-    } else {
-        sort_violations(&mut v);
-        Err(v)
-    }
+/// The violations, or the value when there are none.
+pub(crate) fn finish<T>(v: Violations, value: impl FnOnce() -> T) -> Result<T, Violations> {
+    if v.is_empty() { Ok(value()) } else { Err(v) }
 }
 
 /// Runs a validator on a decoded body, adding the decoder's violations.
 ///
 /// # Errors
-/// Every violation of the body, sorted in document order.
+/// Every violation of the body, in document order: the first [`MAX_DETAILS`] kept, all
+/// counted ([`Violations`]).
+///
+/// [`MAX_DETAILS`]: crate::error::MAX_DETAILS
 pub fn with_decoded<T: Request, P>(
     d: &Decoded<T>,
-    validate: impl FnOnce(&T, &[&'static str]) -> Result<P, Vec<Violation>>,
-) -> Result<P, Vec<Violation>> {
+    validate: impl FnOnce(&T, &[&'static str]) -> Result<P, Violations>,
+) -> Result<P, Violations> {
     let mut all = d.violations.clone();
     match validate(&d.request, &d.given_order) {
         Ok(p) if all.is_empty() => Ok(p),
-        Ok(_) => finish(all, || unreachable!("violations are not empty")),
+        Ok(_) => Err(all),
         Err(more) => {
-            all.extend(more);
-            finish(all, || unreachable!("violations are not empty"))
+            all.append(more);
+            Err(all)
         }
     }
 }
@@ -80,7 +75,7 @@ pub(crate) fn time_range(
     start: Option<&str>,
     end: Option<&str>,
     spec: &ObjectSpec,
-    v: &mut Vec<Violation>,
+    v: &mut Violations,
 ) -> TimeRange {
     let root = JsonPath::root();
     let mut one = |name: &'static str, s: Option<&str>| -> Option<Timestamp> {
@@ -140,8 +135,8 @@ pub(crate) fn unknown_enum<T: WireEnum>(path: JsonPath, given: &str) -> Violatio
 ///
 /// # Errors
 /// Every violation: timestamps that do not parse, a start after the end.
-pub fn user_page(req: &UserPageAnalyticsRequest) -> Result<UserPagePlan, Vec<Violation>> {
-    let mut v = Vec::new();
+pub fn user_page(req: &UserPageAnalyticsRequest) -> Result<UserPagePlan, Violations> {
+    let mut v = Violations::new();
     let range = time_range(
         req.start_timestamp.as_deref(),
         req.end_timestamp.as_deref(),
@@ -159,8 +154,8 @@ pub fn user_page(req: &UserPageAnalyticsRequest) -> Result<UserPagePlan, Vec<Vio
 /// # Errors
 /// Every violation: `group_name` with `emails`, unknown `ide_types`, query objects without
 /// exactly one source, timestamps, limits.
-pub fn agent(req: &AgentAnalyticsRequest, limits: &Limits) -> Result<AgentPlan, Vec<Violation>> {
-    let mut v = Vec::new();
+pub fn agent(req: &AgentAnalyticsRequest, limits: &Limits) -> Result<AgentPlan, Violations> {
+    let mut v = Violations::new();
     let root = JsonPath::root();
     let range = time_range(
         req.start_timestamp.as_deref(),
@@ -274,7 +269,7 @@ fn exactly_one<T>(
     spec: &ObjectSpec,
     rule: Rule,
     names: &str,
-    v: &mut Vec<Violation>,
+    v: &mut Violations,
 ) -> Option<T> {
     let root = JsonPath::root();
     if given.is_empty() {
@@ -310,8 +305,8 @@ const SCOPES: &str = "`team_level: true`, `group_id`, `user_email`";
 pub fn get_usage_config(
     req: &GetUsageConfigRequest,
     order: &[&'static str],
-) -> Result<CapScope, Vec<Violation>> {
-    let mut v = Vec::new();
+) -> Result<CapScope, Violations> {
+    let mut v = Violations::new();
     let given = scope_of(
         req.team_level,
         req.group_id.as_ref(),
@@ -330,8 +325,8 @@ pub fn get_usage_config(
 pub fn usage_config(
     req: &UsageConfigRequest,
     order: &[&'static str],
-) -> Result<(CapScope, CapAction), Vec<Violation>> {
-    let mut v = Vec::new();
+) -> Result<(CapScope, CapAction), Violations> {
+    let mut v = Violations::new();
     let mut actions = Vec::new();
     if req.clear_add_on_credit_cap == Some(true) {
         actions.push(("clear_add_on_credit_cap", CapAction::Clear));

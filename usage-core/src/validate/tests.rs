@@ -25,33 +25,33 @@ use crate::wire::{AnalyticsRequest, IngestRequest};
 /// violations merged. Panics on a kind error (those have their own helper).
 fn run<T: Request, P>(
     body: &str,
-    validate: impl FnOnce(&T, &[&'static str]) -> Result<P, Vec<Violation>>,
-) -> Result<P, Vec<Violation>> {
+    validate: impl FnOnce(&T, &[&'static str]) -> Result<P, Violations>,
+) -> Result<P, Violations> {
     let d = decode::<T>(body.as_bytes()).unwrap_or_else(|e| panic!("kind errors: {e}\n{body}"));
     with_decoded(&d, validate)
 }
 
-fn analytics_body(body: &str) -> Result<AnalyticsPlan, Vec<Violation>> {
+fn analytics_body(body: &str) -> Result<AnalyticsPlan, Violations> {
     run::<AnalyticsRequest, _>(body, |r, _| analytics(r, &Limits::default()))
 }
 
-fn agent_body(body: &str) -> Result<AgentPlan, Vec<Violation>> {
+fn agent_body(body: &str) -> Result<AgentPlan, Violations> {
     run::<AgentAnalyticsRequest, _>(body, |r, _| agent(r, &Limits::default()))
 }
 
-fn user_page_body(body: &str) -> Result<UserPagePlan, Vec<Violation>> {
+fn user_page_body(body: &str) -> Result<UserPagePlan, Violations> {
     run::<UserPageAnalyticsRequest, _>(body, |r, _| user_page(r))
 }
 
-fn get_config_body(body: &str) -> Result<CapScope, Vec<Violation>> {
+fn get_config_body(body: &str) -> Result<CapScope, Violations> {
     run::<GetUsageConfigRequest, _>(body, get_usage_config)
 }
 
-fn config_body(body: &str) -> Result<(CapScope, CapAction), Vec<Violation>> {
+fn config_body(body: &str) -> Result<(CapScope, CapAction), Violations> {
     run::<UsageConfigRequest, _>(body, usage_config)
 }
 
-fn ingest_body(body: &str) -> Result<Batch, Vec<Violation>> {
+fn ingest_body(body: &str) -> Result<Batch, Violations> {
     run::<IngestRequest, _>(body, |r, _| load::ingest(r, &Limits::default()))
 }
 
@@ -75,10 +75,17 @@ fn plan(q: Value) -> QueryPlan {
 }
 
 /// Every violation of an invalid body.
-fn errors<P: std::fmt::Debug>(r: Result<P, Vec<Violation>>) -> Vec<Violation> {
+fn errors<P: std::fmt::Debug>(r: Result<P, Violations>) -> Vec<Violation> {
     match r {
         Ok(p) => panic!("expected violations, got a plan: {p:?}"),
-        Err(v) => v,
+        Err(v) => {
+            assert_eq!(
+                v.total(),
+                v.len(),
+                "every violation is kept below the limit"
+            );
+            v.into_vec()
+        }
     }
 }
 
@@ -95,7 +102,7 @@ fn paths(v: &[Violation]) -> Vec<(String, Rule)> {
 /// part of `parts`; returns it.
 #[track_caller]
 fn only<P: std::fmt::Debug>(
-    r: Result<P, Vec<Violation>>,
+    r: Result<P, Violations>,
     path: &str,
     rule: Rule,
     parts: &[&str],

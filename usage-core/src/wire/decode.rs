@@ -12,7 +12,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, did_you_mean};
+use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, Violations, did_you_mean};
 
 /// The maximum JSON nesting of a request body, the body's object being level 1.
 pub const MAX_DEPTH: usize = 64;
@@ -101,17 +101,19 @@ pub fn camel(name: &str) -> String {
 pub struct Decoded<T> {
     /// The request, with every given field in its snake_case place.
     pub request: T,
-    /// Unknown fields, both spellings, integers out of range.
-    pub violations: Vec<Violation>,
+    /// Unknown fields, both spellings, integers out of range: the first ones in document
+    /// order kept, all counted.
+    pub violations: Violations,
     /// The given top-level fields (snake_case) in the body's key order.
     pub given_order: Vec<&'static str>,
 }
 
 /// What stops a body before its key is checked: not JSON, not an object, a known field
-/// of the wrong JSON kind, nesting too deep. Every such problem is listed.
+/// of the wrong JSON kind, nesting too deep. Every such problem is counted, the first ones
+/// in document order kept ([`Violations`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", .0.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; "))]
-pub struct KindErrors(pub Vec<Violation>);
+pub struct KindErrors(pub Violations);
 
 /// Parses and normalizes a request body.
 ///
@@ -129,8 +131,13 @@ pub struct KindErrors(pub Vec<Violation>);
 /// assert!(d.violations.is_empty());
 /// ```
 pub fn decode<T: Request>(body: &[u8]) -> Result<Decoded<T>, KindErrors> {
-    let value = parse_body(body)?;
-    decode_value(&value)
+    // A body with kind errors is answered from a scan that builds no JSON tree: memory for
+    // a body of many wrong elements stays bounded (contract section 11, Error size). Only a
+    // body that passes it is read into a tree, which gives the same answer (see `scan`).
+    match scan(body, T::SPEC) {
+        Scan::Errors(e) => Err(e),
+        Scan::Clean => decode_value(&parse_body(body)?),
+    }
 }
 
 /// Parses a body as a JSON object within the nesting limit.
@@ -138,7 +145,7 @@ pub fn decode<T: Request>(body: &[u8]) -> Result<Decoded<T>, KindErrors> {
 /// # Errors
 /// `malformed_json` or `too_many` at `""`.
 pub fn parse_body(body: &[u8]) -> Result<Value, KindErrors> {
-    let root = |rule, msg: &str| KindErrors(vec![Violation::new(JsonPath::root(), rule, msg)]);
+    let root = |rule, msg: &str| KindErrors(Violation::new(JsonPath::root(), rule, msg).into());
     if let Some(depth) = excess_depth(body) {
         return Err(root(
             Rule::TooMany,
@@ -170,27 +177,343 @@ pub fn decode_value<T: Request>(value: &Value) -> Result<Decoded<T>, KindErrors>
     let mut cx = Cx::default();
     let normalized = cx.object(value, T::SPEC, &JsonPath::root());
     if !cx.kind_errors.is_empty() {
-        crate::error::sort_violations(&mut cx.kind_errors);
         return Err(KindErrors(cx.kind_errors));
     }
     let request = serde_path_to_error::deserialize::<_, T>(normalized).map_err(|e| {
         // The normalized value matches the spec, so this is a bug in a spec; report it
         // where it happened rather than panic.
-        KindErrors(vec![Violation::new(
-            JsonPath::root(),
-            Rule::InvalidValue,
-            format!(
-                "internal: request could not be read at `{}`: {}",
-                e.path(),
-                e.inner()
-            ),
-        )])
+        KindErrors(
+            Violation::new(
+                JsonPath::root(),
+                Rule::InvalidValue,
+                format!(
+                    "internal: request could not be read at `{}`: {}",
+                    e.path(),
+                    e.inner()
+                ),
+            )
+            .into(),
+        )
     })?;
     Ok(Decoded {
         request,
         violations: cx.violations,
         given_order: cx.given_order,
     })
+}
+
+/// What [`scan`] found.
+enum Scan {
+    /// The body is a JSON object within the nesting limit whose known fields have their
+    /// JSON kinds: it is read into a tree.
+    Clean,
+    /// What [`parse_body`] and [`decode_value`] answer for this body.
+    Errors(KindErrors),
+}
+
+/// The kind errors of a body, found the way [`parse_body`] and [`decode_value`] find
+/// them, with exactly their paths, messages and order, but in one pass over the bytes
+/// that builds no tree: its memory is bounded by the nesting depth and [`Violations`]'
+/// limit, not by the size of the body.
+///
+/// Both read the body with serde_json's `deserialize_any` at every value (so one parser
+/// reports the same syntax errors at the same place, and validates every string, ignored
+/// or not), a repeated key counts only with its last value (as in a `serde_json::Map`),
+/// and the two spellings of a field are checked snake_case first.
+fn scan(body: &[u8], spec: &'static ObjectSpec) -> Scan {
+    use serde::de::DeserializeSeed as _;
+    let root = |rule, msg: String| {
+        Scan::Errors(KindErrors(
+            Violation::new(JsonPath::root(), rule, msg).into(),
+        ))
+    };
+    if let Some(depth) = excess_depth(body) {
+        return root(
+            Rule::TooMany,
+            format!(
+                "the body nests JSON {depth} levels deep or more; at most {MAX_DEPTH} are allowed"
+            ),
+        );
+    }
+    let mut errors = Violations::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let top = scan::Top {
+        spec,
+        out: &mut errors,
+    }
+    .deserialize(&mut de)
+    .and_then(|top| de.end().map(|()| top));
+    match top {
+        Err(e) => root(
+            Rule::MalformedJson,
+            format!("the body is not valid JSON: {e}"),
+        ),
+        Ok(Some(kind)) => root(
+            Rule::MalformedJson,
+            format!("the body must be a JSON object, not {kind}"),
+        ),
+        Ok(None) if errors.is_empty() => Scan::Clean,
+        Ok(None) => Scan::Errors(KindErrors(errors)),
+    }
+}
+
+/// The visitors of [`scan`]: each mirrors a step of `Cx`.
+mod scan {
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
+
+    use super::{Kind, ObjectSpec, camel, display, expected};
+    use crate::error::{JsonPath, Rule, Violation, Violations};
+
+    /// What to do with a value of each JSON kind; `got` is the kind as `kind_name` names
+    /// it. [`Any`] makes it a visitor that every JSON value reaches through
+    /// `deserialize_any`.
+    trait OnValue<'de>: Sized {
+        type Out;
+        fn scalar<E: Error>(self, got: &'static str) -> Result<Self::Out, E>;
+        fn seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Out, A::Error>;
+        fn map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Out, A::Error>;
+    }
+
+    struct Any<'de, T>(T, PhantomData<&'de ()>);
+
+    fn any<'de, D: Deserializer<'de>, T: OnValue<'de>>(d: D, t: T) -> Result<T::Out, D::Error> {
+        d.deserialize_any(Any(t, PhantomData))
+    }
+
+    impl<'de, T: OnValue<'de>> Visitor<'de> for Any<'de, T> {
+        type Value = T::Out;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E: Error>(self, _: bool) -> Result<T::Out, E> {
+            self.0.scalar("a boolean")
+        }
+        fn visit_i64<E: Error>(self, _: i64) -> Result<T::Out, E> {
+            self.0.scalar("a number")
+        }
+        fn visit_u64<E: Error>(self, _: u64) -> Result<T::Out, E> {
+            self.0.scalar("a number")
+        }
+        fn visit_f64<E: Error>(self, _: f64) -> Result<T::Out, E> {
+            self.0.scalar("a number")
+        }
+        fn visit_str<E: Error>(self, _: &str) -> Result<T::Out, E> {
+            self.0.scalar("a string")
+        }
+        fn visit_unit<E: Error>(self) -> Result<T::Out, E> {
+            self.0.scalar("null")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T::Out, A::Error> {
+            self.0.seq(seq)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T::Out, A::Error> {
+            self.0.map(map)
+        }
+    }
+
+    /// A value read and dropped (through `deserialize_any`, so its strings are validated
+    /// as when they are kept).
+    struct Skip;
+
+    impl<'de> DeserializeSeed<'de> for Skip {
+        type Value = ();
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            any(d, self)
+        }
+    }
+
+    impl<'de> OnValue<'de> for Skip {
+        type Out = ();
+
+        fn scalar<E: Error>(self, _: &'static str) -> Result<(), E> {
+            Ok(())
+        }
+        fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element_seed(Skip)?.is_some() {}
+            Ok(())
+        }
+        fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while map.next_key_seed(Skip)?.is_some() {
+                map.next_value_seed(Skip)?;
+            }
+            Ok(())
+        }
+    }
+
+    /// The body's top level: `None` for an object (scanned), else the kind it is.
+    pub(super) struct Top<'a> {
+        pub(super) spec: &'static ObjectSpec,
+        pub(super) out: &'a mut Violations,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Top<'_> {
+        type Value = Option<&'static str>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            any(d, self)
+        }
+    }
+
+    impl<'de> OnValue<'de> for Top<'_> {
+        type Out = Option<&'static str>;
+
+        fn scalar<E: Error>(self, got: &'static str) -> Result<Self::Out, E> {
+            Ok(Some(got))
+        }
+        fn seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Out, A::Error> {
+            Skip.seq(seq).map(|()| Some("an array"))
+        }
+        fn map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Out, A::Error> {
+            object(map, self.spec, &JsonPath::root(), self.out).map(|()| None)
+        }
+    }
+
+    /// `Cx::object`: each known field's value checked against its kind; a repeated key
+    /// counts with its last value; the snake_case spelling's errors before the camelCase
+    /// one's. Unknown fields are validation, not kinds: their values are only read.
+    fn object<'de, A: MapAccess<'de>>(
+        mut map: A,
+        spec: &'static ObjectSpec,
+        at: &JsonPath,
+        out: &mut Violations,
+    ) -> Result<(), A::Error> {
+        // The errors of each field's value, snake_case spelling then camelCase.
+        let mut found: Vec<Option<Violations>> = vec![None; 2 * spec.fields.len()];
+        while let Some(key) = map.next_key_seed(Key)? {
+            let field = spec
+                .fields
+                .iter()
+                .position(|f| f.name == key || camel(f.name) == key);
+            let Some(i) = field else {
+                map.next_value_seed(Skip)?;
+                continue;
+            };
+            let f = &spec.fields[i];
+            let mut errors = Violations::new();
+            map.next_value_seed(Value {
+                kind: &f.kind,
+                path: at.key(f.name, i as u32),
+                element: false,
+                out: &mut errors,
+            })?;
+            found[2 * i + usize::from(key != f.name)] = Some(errors);
+        }
+        for errors in found.into_iter().flatten() {
+            out.append(errors);
+        }
+        Ok(())
+    }
+
+    /// An object key.
+    struct Key;
+
+    impl<'de> DeserializeSeed<'de> for Key {
+        type Value = String;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl Visitor<'_> for Key {
+        type Value = String;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string key")
+        }
+
+        fn visit_str<E: Error>(self, s: &str) -> Result<String, E> {
+            Ok(s.to_string())
+        }
+    }
+
+    /// A value checked against its kind: `Cx::value`, or for an array element (`element`)
+    /// the element step of its array case, where `null` is an error too.
+    struct Value<'a> {
+        kind: &'static Kind,
+        path: JsonPath,
+        element: bool,
+        out: &'a mut Violations,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Value<'_> {
+        type Value = ();
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            any(d, self)
+        }
+    }
+
+    impl Value<'_> {
+        /// The kind error of this value (its message built only when it is kept).
+        fn wrong(self, got: &str) {
+            if self.out.would_keep(&self.path) {
+                let want = match self.kind {
+                    Kind::Marker(_) if got != "null" => "a JSON object (`{}`)",
+                    other => expected(other),
+                };
+                let msg = format!("`{}` must be {want}, not {got}", display(&self.path));
+                self.out
+                    .push(Violation::new(self.path, Rule::InvalidValue, msg));
+            } else {
+                self.out.count();
+            }
+        }
+    }
+
+    impl<'de> OnValue<'de> for Value<'_> {
+        type Out = ();
+
+        fn scalar<E: Error>(self, got: &'static str) -> Result<(), E> {
+            let fits = match (self.kind, got) {
+                (_, "null") => !self.element,
+                (Kind::Text | Kind::TextKeepEmpty, "a string") => true,
+                (Kind::Bool, "a boolean") => true,
+                (Kind::Int, "a number" | "a string") => true,
+                _ => false,
+            };
+            if !fits {
+                self.wrong(got);
+            }
+            Ok(())
+        }
+
+        fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let Kind::Array(elem) = self.kind else {
+                self.wrong("an array");
+                return Skip.seq(seq);
+            };
+            let mut i = 0;
+            loop {
+                let element = Value {
+                    kind: elem,
+                    path: self.path.index(i),
+                    element: true,
+                    out: &mut *self.out,
+                };
+                if seq.next_element_seed(element)?.is_none() {
+                    return Ok(());
+                }
+                i += 1;
+            }
+        }
+
+        fn map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+            match self.kind {
+                Kind::Object(spec) | Kind::Marker(spec) => object(map, spec, &self.path, self.out),
+                Kind::AnyObject => Skip.map(map),
+                _ => {
+                    self.wrong("an object");
+                    Skip.map(map)
+                }
+            }
+        }
+    }
 }
 
 /// The nesting depth over [`MAX_DEPTH`], if the body exceeds it (strings are skipped).
@@ -270,8 +593,8 @@ pub fn read_int(v: &Value) -> Result<i64, String> {
 
 #[derive(Default)]
 struct Cx {
-    kind_errors: Vec<Violation>,
-    violations: Vec<Violation>,
+    kind_errors: Violations,
+    violations: Violations,
     given_order: Vec<&'static str>,
 }
 
@@ -594,6 +917,201 @@ mod tests {
         .unwrap();
         assert_eq!(d.request.set_add_on_credit_cap, Some(0));
         assert!(d.violations.is_empty());
+    }
+
+    /// The answer of the tree path, which `decode` gave alone before the scan.
+    fn via_tree<T: Request>(body: &[u8]) -> Result<Decoded<T>, KindErrors> {
+        decode_value(&parse_body(body)?)
+    }
+
+    /// `decode` and the tree path agree: the same kind errors (paths, messages, order,
+    /// count), or the same request, violations and key order.
+    fn agree<T: Request + PartialEq + std::fmt::Debug>(body: &[u8]) {
+        let shown = String::from_utf8_lossy(body);
+        match (decode::<T>(body), via_tree::<T>(body)) {
+            (Err(a), Err(b)) => assert_eq!(a, b, "{shown}"),
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.request, b.request, "{shown}");
+                assert_eq!(a.violations, b.violations, "{shown}");
+                assert_eq!(a.given_order, b.given_order, "{shown}");
+            }
+            (a, b) => panic!("{shown}\nscan: {a:?}\ntree: {b:?}"),
+        }
+    }
+
+    /// A small deterministic generator of request bodies as text (so keys can repeat).
+    struct Gen(u64);
+
+    impl Gen {
+        fn next(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) % n as u64) as usize
+        }
+
+        fn pick(&mut self, xs: &[&str]) -> String {
+            xs[self.next(xs.len())].to_string()
+        }
+
+        /// Any JSON value: often of the wrong kind for where it is put.
+        fn stray(&mut self) -> String {
+            self.pick(&[
+                "null",
+                "true",
+                "false",
+                "5",
+                "-0",
+                "1.5",
+                "1e400",
+                r#""s""#,
+                r#""""#,
+                "[]",
+                "[1, null]",
+                "{}",
+                r#"{"a": [1]}"#,
+                r#""\u00e9""#,
+                r#""\ud800""#,
+                "18446744073709551616",
+            ])
+        }
+
+        fn value(&mut self, kind: &'static Kind, depth: usize) -> String {
+            if self.next(6) == 0 || depth > 4 {
+                return self.stray();
+            }
+            match kind {
+                Kind::Text | Kind::TextKeepEmpty => {
+                    self.pick(&[r#""a""#, r#""""#, r#""QUERY_AGGREGATION_SUM""#, r#""k\n""#])
+                }
+                Kind::Bool => self.pick(&["true", "false"]),
+                Kind::Int => self.pick(&["7", r#""7""#, "-0", r#""x""#, "1.5"]),
+                Kind::Array(elem) => {
+                    let n = self.next(4);
+                    let items: Vec<String> = (0..n).map(|_| self.value(elem, depth + 1)).collect();
+                    format!("[{}]", items.join(", "))
+                }
+                Kind::Object(spec) | Kind::Marker(spec) => self.object(spec, depth + 1),
+                Kind::AnyObject => self.pick(&["{}", r#"{"api_key": 1, "x": [null]}"#]),
+            }
+        }
+
+        fn object(&mut self, spec: &'static ObjectSpec, depth: usize) -> String {
+            let n = self.next(6);
+            let mut entries = Vec::new();
+            for _ in 0..n {
+                if spec.fields.is_empty() || self.next(8) == 0 {
+                    entries.push(format!(r#""zz_unknown": {}"#, self.stray()));
+                    continue;
+                }
+                let f = &spec.fields[self.next(spec.fields.len())];
+                let key = if self.next(2) == 0 {
+                    f.name.to_string()
+                } else {
+                    camel(f.name)
+                };
+                entries.push(format!(r#""{key}": {}"#, self.value(&f.kind, depth)));
+            }
+            format!("{{{}}}", entries.join(", "))
+        }
+
+        /// A body of `spec`, sometimes broken: cut short, an invalid UTF-8 byte in it,
+        /// trailing text, or not an object.
+        fn body(&mut self, spec: &'static ObjectSpec) -> Vec<u8> {
+            let mut b = if self.next(20) == 0 {
+                self.stray().into_bytes()
+            } else {
+                self.object(spec, 1).into_bytes()
+            };
+            match self.next(12) {
+                0 => {
+                    let cut = self.next(b.len());
+                    b.truncate(cut);
+                }
+                1 => {
+                    let at = self.next(b.len());
+                    b.insert(at, 0xff);
+                }
+                2 => b.extend_from_slice(b" x"),
+                3 => b.extend_from_slice(b" \n"),
+                _ => {}
+            }
+            b
+        }
+    }
+
+    #[test]
+    fn the_scan_answers_as_the_tree_does() {
+        use crate::wire::{AgentAnalyticsRequest, IngestRequest};
+        let mut g = Gen(1);
+        for _ in 0..4000 {
+            agree::<AnalyticsRequest>(&g.body(AnalyticsRequest::SPEC));
+            agree::<AgentAnalyticsRequest>(&g.body(AgentAnalyticsRequest::SPEC));
+            agree::<UsageConfigRequest>(&g.body(UsageConfigRequest::SPEC));
+            agree::<IngestRequest>(&g.body(IngestRequest::SPEC));
+        }
+        // The cases the generator is there for, each once for sure.
+        for body in [
+            r#"{"service_key": 5, "service_key": "k"}"#,
+            r#"{"service_key": "k", "service_key": 5}"#,
+            r#"{"serviceKey": 5, "service_key": true}"#,
+            r#"{"query_requests": [null, 1, {"selections": [null, {"field": 1}], "dataSource": []}]}"#,
+            r#"{"query_requests": [{"selections": [{"field": "\ud800"}]}]}"#,
+            r#"{"zz": "\ud800", "query_requests": 1}"#,
+            r#"{"query_requests": 1} {}"#,
+            "[1, 2]",
+            r#""x""#,
+            "",
+        ] {
+            agree::<AnalyticsRequest>(body.as_bytes());
+        }
+        agree::<AnalyticsRequest>(b"{\"zz\": \"\xff\", \"query_requests\": 1}");
+        agree::<UsageConfigRequest>(br#"{"team_level": {}, "clear_add_on_credit_cap": null}"#);
+    }
+
+    /// `{prefix}1,1,…]}` with `n` ones.
+    fn ones(prefix: &str, n: usize, suffix: &str) -> Vec<u8> {
+        let mut body = prefix.as_bytes().to_vec();
+        for i in 0..n {
+            body.extend_from_slice(if i == 0 { b"1" } else { b",1" });
+        }
+        body.extend_from_slice(suffix.as_bytes());
+        body
+    }
+
+    #[test]
+    fn half_a_million_wrong_kinds_keep_the_first_hundred_and_count_all() {
+        let body = ones(
+            r#"{"query_requests": [{"data_source": "QUERY_DATA_SOURCE_USER_DATA"}, {"selections": ["#,
+            500_000,
+            "]}]}",
+        );
+        assert!(body.len() < 1 << 20, "{}", body.len());
+        let Err(KindErrors(v)) = decode::<AnalyticsRequest>(&body) else {
+            panic!("kind errors expected");
+        };
+        assert_eq!(v.total(), 500_000);
+        assert_eq!(v.len(), 100);
+        assert_eq!(v[0].path(), "query_requests[1].selections[0]");
+        assert_eq!(v[99].path(), "query_requests[1].selections[99]");
+        assert_eq!(
+            v[99].message(),
+            "`query_requests[1].selections[99]` must be a JSON object, not a number"
+        );
+
+        let body = ones(r#"{"kind": "autocomplete", "records": ["#, 1_000_000, "]}");
+        let Err(KindErrors(v)) = decode::<crate::wire::IngestRequest>(&body) else {
+            panic!("kind errors expected");
+        };
+        assert_eq!(v.total(), 1_000_000);
+        assert_eq!(v.len(), 100);
+        assert_eq!(v[0].path(), "records[0]");
+        assert_eq!(v[99].path(), "records[99]");
+        assert_eq!(
+            v[99].message(),
+            "`records[99]` must be a JSON object, not a number"
+        );
     }
 
     #[test]

@@ -353,11 +353,14 @@ where
         };
         let Some(chunk) = next else { break };
         let mut chunk = chunk.map_err(|e| {
-            ApiError::invalid(&[usage_core::Violation::new(
-                usage_core::JsonPath::root(),
-                usage_core::Rule::MalformedJson,
-                format!("the body could not be read: {e}"),
-            )])
+            ApiError::invalid(
+                &usage_core::Violation::new(
+                    usage_core::JsonPath::root(),
+                    usage_core::Rule::MalformedJson,
+                    format!("the body could not be read: {e}"),
+                )
+                .into(),
+            )
         })?;
         seen += chunk.remaining();
         if over || seen > limit {

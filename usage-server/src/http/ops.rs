@@ -1,6 +1,6 @@
 //! The operations: decode (kinds), key, rate, permission, validation, names, answer.
 
-use usage_core::Violation;
+use usage_core::Violations;
 use usage_core::load;
 use usage_core::plan::{CapAction, CapScope};
 use usage_core::schema::Permission;
@@ -35,7 +35,7 @@ fn kinds<T: Request>(body: &[u8]) -> Result<Decoded<T>, ApiError> {
     decode::<T>(body).map_err(|KindErrors(v)| ApiError::invalid(&v))
 }
 
-fn invalid(v: Vec<Violation>) -> ApiError {
+fn invalid(v: Violations) -> ApiError {
     ApiError::invalid(&v)
 }
 

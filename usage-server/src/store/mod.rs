@@ -20,7 +20,7 @@ pub mod sqlite;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use usage_core::Violation;
+use usage_core::Violations;
 use usage_core::eval::{EvalError, TeamData};
 use usage_core::load::{Batch, Record};
 use usage_core::plan::{AgentPlan, AnalyticsPlan, CapAction, CapScope, Limits, UserPagePlan};
@@ -48,8 +48,8 @@ pub enum StoreError {
     UnknownKey(String),
     /// The records break a rule that needs the stored data (section 8: unique `api_key`
     /// and `group_name`).
-    #[error("{} invalid records", .0.len())]
-    Invalid(Vec<Violation>),
+    #[error("{} invalid records", .0.total())]
+    Invalid(Violations),
     /// A plan could not be answered.
     #[error(transparent)]
     Eval(#[from] EvalError),

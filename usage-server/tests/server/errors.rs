@@ -404,6 +404,39 @@ async fn a_400_lists_at_most_100_details_before_and_after_the_key(kind: TestStor
     assert!(r.text.len() < 32 * 1024, "{} bytes", r.text.len());
 }
 
+on_every_store!(a_megabyte_of_wrong_kinds_without_a_key_gets_a_small_400);
+async fn a_megabyte_of_wrong_kinds_without_a_key_gets_a_small_400(kind: TestStore) {
+    let env = Env::new(kind).await;
+    // 500,000 wrong-kind selections, no key: the body limit's worth (1 MiB) of kind errors.
+    let ones = vec!["1"; 500_000].join(",");
+    let body = format!(
+        r#"{{"query_requests":[{{"data_source":"QUERY_DATA_SOURCE_USER_DATA","selections":[{ones}]}}]}}"#
+    );
+    assert!(
+        body.len() > 999_000 && body.len() <= 1 << 20,
+        "{}",
+        body.len()
+    );
+    let r = env.raw("Analytics", Some("application/json"), body).await;
+    let details = r.details();
+    assert_eq!(details.len(), 100);
+    assert_eq!(
+        details[0],
+        d("query_requests[0].selections[0]", "invalid_value")
+    );
+    assert_eq!(
+        details[99],
+        d("query_requests[0].selections[99]", "invalid_value")
+    );
+    assert_eq!(
+        r.body["message"],
+        "invalid request: 500000 violations, the first 100 listed; the first: \
+         query_requests[0].selections[0]: invalid_value: \
+         `query_requests[0].selections[0]` must be a JSON object, not a number"
+    );
+    assert!(r.text.len() < 64 * 1024, "{} bytes", r.text.len());
+}
+
 on_every_store!(a_json_minus_zero_cap_is_zero);
 async fn a_json_minus_zero_cap_is_zero(kind: TestStore) {
     let env = Env::new(kind).await;
