@@ -14,4 +14,5 @@ mod ops;
 mod permissions;
 mod process;
 mod props;
+mod roundtrip;
 mod tenancy;
