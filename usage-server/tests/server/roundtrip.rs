@@ -25,6 +25,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike};
 use proptest::prelude::*;
 use proptest::sample::{select, subsequence};
+use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use serde_json::{Map, Value, json};
 use usage_core::JsonPath;
@@ -526,6 +527,9 @@ fn arb_instant() -> BoxedStrategy<Sent> {
         Just(max),
         Just(max - 1),
         Just(max - max % MICROS_PER_SECOND),
+        Just(MIN_MICROS + 250_000),
+        // A fraction with trailing zeros (`.25`, `.12`): printed without them.
+        (MIN_MICROS..=max).prop_map(|t| t - t % 10_000),
         MIN_MICROS..=max,
     ]
     .prop_flat_map(|t| {
@@ -1031,10 +1035,18 @@ impl Oracle {
         let prepared = self.data.prepare(&batch, now).unwrap().into_owned();
         self.data.apply(&prepared);
         let stored = self.stored.entry(kind.name).or_default();
+        let mut at: HashMap<String, usize> = stored
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.identity(), i))
+            .collect();
         for r in recs {
-            match stored.iter_mut().find(|s| s.identity() == r.identity()) {
-                Some(s) => *s = r.clone(),
-                None => stored.push(r.clone()),
+            match at.get(&r.identity()) {
+                Some(&i) => stored[i] = r.clone(),
+                None => {
+                    at.insert(r.identity(), stored.len());
+                    stored.push(r.clone());
+                }
             }
         }
     }
@@ -1475,7 +1487,7 @@ fn reads(o: &Oracle, case: &Case, probes: &Probes) -> Vec<Read> {
     for (body, scope) in scopes {
         out.push(Read {
             op: "GetUsageConfig",
-            what: format!("{}", abbrev(&body)),
+            what: abbrev(&body),
             body,
             check: Check::Cap(o.caps.get(&scope).copied()),
         });
@@ -2015,7 +2027,7 @@ async fn run_case(mut t: TestServer, kind: TestStore, case: &Case) -> TestServer
 
 fn runner_config() -> RunnerConfig {
     RunnerConfig {
-        cases: 8,
+        cases: 32,
         max_shrink_iters: 16,
         failure_persistence: None,
         ..RunnerConfig::default()
@@ -2051,4 +2063,90 @@ fn edge_values_round_trip(kind: TestStore) {
     if let Err(e) = result {
         panic!("{}: {e}", kind.name());
     }
+}
+
+/// The offsets of the sweep: every quarter hour from -14:00 to +14:00 (every offset in
+/// use, `+05:45` and `+12:45` among them) and odd minutes.
+fn sweep_offsets() -> Vec<i32> {
+    let mut v: Vec<i32> = (-56..=56).map(|q| q * 15).collect();
+    v.extend([-839, -1, 1, 344, 839]);
+    v
+}
+
+/// A case whose records of every kind with an hour or a timestamp hold both ends of the
+/// range written in every offset of [`sweep_offsets`] (the last hour and instant only where
+/// the offset can write them before year 10000, else at the negative offset), one record
+/// per end and offset: events by their `id`, the others by a text identity field. The
+/// other values are drawn from the strategies with a fixed seed.
+fn sweep_case() -> Case {
+    let mut runner = TestRunner::deterministic();
+    let mut case = arb_case().new_tree(&mut runner).unwrap().current();
+    for (kind, batch) in KINDS.iter().copied().zip(&mut case.batches) {
+        let Some(time) = kind.time.and_then(|t| kind.field(t)) else {
+            continue;
+        };
+        let ends: [(i128, i64); 2] = match time.ty {
+            RecordType::Hour => [
+                (0, MIN_MICROS),
+                (i128::from(max_hour()) * NANOS_PER_MICRO, max_hour()),
+            ],
+            RecordType::Timestamp => [
+                (0, MIN_MICROS),
+                (
+                    i128::from(max_micros()) * NANOS_PER_MICRO + 999,
+                    max_micros(),
+                ),
+            ],
+            _ => continue,
+        };
+        let label = if kind.is_event() {
+            "id"
+        } else {
+            kind.identity
+                .iter()
+                .copied()
+                .find(|n| {
+                    *n != "api_key" && kind.field(n).is_some_and(|f| f.ty == RecordType::Text)
+                })
+                .expect("a text identity field")
+        };
+        let base = arb_record(kind, &case.pools, None)
+            .new_tree(&mut runner)
+            .unwrap()
+            .current();
+        batch.clear();
+        for off in sweep_offsets() {
+            for (i, (nanos, micros)) in ends.iter().enumerate() {
+                let mut r = base.clone();
+                let t = kind.position(time.name).unwrap();
+                r.values[t] = Some(written(
+                    *nanos,
+                    *micros,
+                    off,
+                    time.ty == RecordType::Timestamp,
+                    false,
+                ));
+                let l = kind.position(label).unwrap();
+                r.values[l] = Some(text_sent(format!("{}@{}", zone(off, false), i)));
+                batch.push(r);
+            }
+        }
+    }
+    case
+}
+
+on_every_store!(sync every_offset_round_trips);
+/// Both ends of the range in every offset ([`sweep_case`]), read back before and after a
+/// restart like a case of [`edge_values_round_trip`].
+fn every_offset_round_trips(kind: TestStore) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let t = rt.block_on(TestServer::start(kind, fast_config(), async |store| {
+        add_team(store, "other", Plan::Enterprise).await
+    }));
+    let t = rt.block_on(run_case(t, kind, &sweep_case()));
+    rt.block_on(t.server.shutdown());
 }
