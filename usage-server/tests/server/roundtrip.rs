@@ -14,6 +14,9 @@
 //! the same records ([`TeamData`], [`Billing`]), and value by value with what was sent,
 //! worked out here without the core (times formatted with chrono, sums in `i128`).
 //!
+//! A fixed case sweeps the offsets: both ends of the range written in every quarter-hour
+//! offset from -14:00 to +14:00 and in odd minutes ([`every_offset_round_trips`]).
+//!
 //! The memory store cannot restart: `memory:` opened again is a new, empty store, so its
 //! cases read back from the running server only. SQLite and PostgreSQL are read back
 //! before and after being closed and opened again under a new server.
@@ -992,6 +995,8 @@ fn arb_case() -> BoxedStrategy<Case> {
 // ---------------------------------------------------------------------------------------
 // The evaluator's copy of the team, and the records as this file expects them stored.
 
+/// The evaluator's copy of a case's team (its data, billing and caps), and the records as
+/// this file expects them stored.
 struct Oracle {
     data: TeamData,
     billing: Billing,
@@ -1361,6 +1366,7 @@ struct Read {
     check: Check,
 }
 
+/// What a read's answer must hold besides the evaluator's answer.
 enum Check {
     Evaluator,
     Analytics(Vec<Expect>),
@@ -1511,6 +1517,7 @@ struct Probes {
 // ---------------------------------------------------------------------------------------
 // Checking answers.
 
+/// The server of a case, with the team's key.
 struct Http {
     client: reqwest::Client,
     url: String,
@@ -2149,4 +2156,43 @@ fn every_offset_round_trips(kind: TestStore) {
     }));
     let t = rt.block_on(run_case(t, kind, &sweep_case()));
     rt.block_on(t.server.shutdown());
+}
+
+/// This file's own forms against the contract's examples and the range's ends, so the
+/// values expected above do not lean on the core's formatting.
+#[test]
+fn the_forms_this_file_expects() {
+    let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().timestamp_micros();
+    assert_eq!(
+        go_time(t("2025-05-01T13:00:07.25Z")),
+        "2025-05-01 13:00:07.25 +0000 UTC"
+    );
+    assert_eq!(
+        rfc3339(t("2025-05-01T13:00:07.250Z")),
+        "2025-05-01T13:00:07.25Z"
+    );
+    assert_eq!(rfc3339(max_micros()), "9999-12-31T23:59:59.999999Z");
+    assert_eq!(go_time(max_hour()), "9999-12-31 23:00:00 +0000 UTC");
+    assert_eq!(rfc3339(MIN_MICROS), "1970-01-01T00:00:00Z");
+    assert_eq!(iso_date(max_day()), "9999-12-31");
+    assert_eq!(iso_date(max_day() + 1), "10000-01-01");
+    assert_eq!(iso_date(-1), "1969-12-31");
+    assert_eq!(
+        write_time(0, -840, false, false).unwrap(),
+        "1969-12-31T10:00:00-14:00"
+    );
+    assert_eq!(
+        write_time(i128::from(max_micros()) * 1000 + 999, -345, true, false).unwrap(),
+        "9999-12-31T18:14:59.999999999-05:45"
+    );
+    assert_eq!(
+        write_time(i128::from(max_micros()) * 1000, 1, false, true),
+        None
+    );
+    assert_eq!(
+        write_time(0, 0, true, true).unwrap(),
+        "1970-01-01T00:00:00.000000000Z"
+    );
+    let text = fill(&["𝄞".to_string(), "é".to_string()], MAX_TEXT_BYTES);
+    assert_eq!((text.len(), text.chars().count()), (1024, 341));
 }
