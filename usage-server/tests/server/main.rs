@@ -1,8 +1,9 @@
 //! The server's tests over real HTTP, in one binary. The HTTP-level modules (`errors`,
 //! `ops`, `permissions`, `props`, `tenancy`, `wire_props`) run each test on every store: memory, SQLite
 //! and PostgreSQL, as `module::test::memory`, `::sqlite` and `::postgres`
-//! ([`on_every_store!`]); `fidelity` runs on every store itself; `process` and `cli` run
-//! the real binary.
+//! ([`on_every_store!`]); `fidelity` runs on every store itself; `roundtrip` sends values at
+//! the edges through `Ingest` and a restart on every store; `process` and `cli` run the
+//! real binary.
 
 #[macro_use]
 mod common;
@@ -14,5 +15,6 @@ mod ops;
 mod permissions;
 mod process;
 mod props;
+mod roundtrip;
 mod tenancy;
 mod wire_props;
