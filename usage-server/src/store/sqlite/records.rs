@@ -151,13 +151,7 @@ impl Inner {
             let mut stmt = conn
                 .prepare_cached("SELECT kind, body, seq FROM records WHERE team_id = ?1")
                 .map_err(db_err)?;
-            read_rows(
-                &mut stmt,
-                [team],
-                team,
-                |r| self.unreadable.met(r),
-                |b| data.apply(&b),
-            )
+            self.apply_rows(&mut stmt, team, &mut data)
         })?;
         let c = Arc::new(Cached {
             data: RwLock::new(data),
@@ -181,14 +175,25 @@ impl Inner {
                 "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND kind IN ('users', 'groups') ORDER BY seq",
             )
             .map_err(db_err)?;
+        self.apply_rows(&mut stmt, team, &mut data)?;
+        Ok(data)
+    }
+
+    /// Applies the rows a statement (`?1` = `team`) selects to `data`, noting the ones
+    /// that cannot be read; returns the largest `seq`.
+    fn apply_rows(
+        &self,
+        stmt: &mut rusqlite::Statement<'_>,
+        team: &str,
+        data: &mut TeamData,
+    ) -> StoreResult<i64> {
         read_rows(
-            &mut stmt,
+            stmt,
             [team],
             team,
             |r| self.unreadable.met(r),
             |b| data.apply(&b),
-        )?;
-        Ok(data)
+        )
     }
 
     /// Writes records of one kind all-or-nothing. `Ok(None)`: the stream had a bad one.
