@@ -17,6 +17,7 @@ pub mod answer;
 mod columnar;
 #[cfg(any(test, feature = "testing"))]
 pub mod reference;
+pub mod segment;
 mod select;
 pub mod stats;
 mod store;

@@ -239,8 +239,21 @@ pub(crate) struct Dict {
 }
 
 impl Dict {
+    /// A dictionary of these values (codes by position), as a segment holds it; the hash
+    /// slots are built on the first [`Dict::intern`].
+    pub(crate) fn from_values(values: Vec<Box<str>>) -> Dict {
+        Dict {
+            values,
+            slots: Slots::default(),
+            state: RandomState::new(),
+        }
+    }
+
     /// The code of `s`, adding it if new.
     pub(crate) fn intern(&mut self, s: &str) -> u32 {
+        if self.slots.len as usize != self.values.len() {
+            self.build_slots();
+        }
         let h = self.state.hash_one(s);
         let values = &self.values;
         if let Some(c) = self.slots.find(h, |c| &*values[c as usize] == s) {
@@ -248,6 +261,16 @@ impl Dict {
         }
         self.values.push(s.into());
         self.slots.insert_next(h)
+    }
+
+    /// Hashes every value into fresh slots (a dictionary read from a segment).
+    #[cold]
+    fn build_slots(&mut self) {
+        let mut slots = Slots::default();
+        for v in &self.values {
+            slots.insert_next(self.state.hash_one(&**v));
+        }
+        self.slots = slots;
     }
 
     /// The value of a code.
@@ -298,6 +321,28 @@ impl Column {
             unit,
             absent: Vec::new(),
         }
+    }
+
+    /// A column of these parts, as a segment holds them.
+    pub(crate) fn from_parts(
+        field: &'static RecordField,
+        data: Packed,
+        dict: Option<Dict>,
+        unit: i64,
+        absent: Vec<u64>,
+    ) -> Column {
+        Column {
+            field,
+            data,
+            dict,
+            unit,
+            absent,
+        }
+    }
+
+    /// The bitmap of the rows whose value was not given (may be shorter than the rows).
+    pub(crate) fn absent_words(&self) -> &[u64] {
+        &self.absent
     }
 
     /// Whether a time column's values are instants (`hour`, `timestamp`), not days.
@@ -442,9 +487,49 @@ impl Table {
         }
     }
 
+    /// A table of these columns (one per field of `kind`, in its order, each `rows` long),
+    /// as a segment holds it. The identity index is built on the first
+    /// [`Table::upsert`], so a team that is only read never hashes its identities.
+    pub(crate) fn from_columns(
+        kind: &'static RecordKind,
+        columns: Vec<Column>,
+        rows: usize,
+    ) -> Table {
+        let mut t = Table::new(kind);
+        debug_assert_eq!(columns.len(), t.columns.len());
+        t.columns = columns;
+        t.rows = rows;
+        t.time_bounds = t.time_column().and_then(|c| {
+            (0..rows).map(|r| c.micros(r)).fold(None, |b, m| match b {
+                Some((lo, hi)) => Some((m.min(lo), m.max(hi))),
+                None => Some((m, m)),
+            })
+        });
+        t
+    }
+
     /// The number of rows.
     pub(crate) fn len(&self) -> usize {
         self.rows
+    }
+
+    /// The hash of a row's identity from its stored values (times in microseconds).
+    fn identity_hash(&self, value: impl Fn(usize) -> i64) -> u64 {
+        let mut h = self.state.build_hasher();
+        for &c in &self.identity {
+            h.write_i64(value(c) * self.columns[c].unit);
+        }
+        h.finish()
+    }
+
+    /// Indexes every row by its identity (a table read from a segment).
+    #[cold]
+    fn build_index(&mut self) {
+        let mut index = Slots::default();
+        for row in 0..self.rows {
+            index.insert_next(self.identity_hash(|c| self.columns[c].data.get(row)));
+        }
+        self.index = index;
     }
 
     /// The column of a field.
@@ -460,16 +545,15 @@ impl Table {
     /// Stores a record: it replaces the row with its identity, else it is appended.
     pub(crate) fn upsert(&mut self, rec: &Record) {
         debug_assert!(std::ptr::eq(rec.kind(), self.kind));
+        if self.index.len as usize != self.rows {
+            self.build_index();
+        }
         let mut vals = std::mem::take(&mut self.scratch);
         vals.clear();
         for (col, v) in self.columns.iter_mut().zip(rec.values()) {
             vals.push(col.encode(v));
         }
-        let mut h = self.state.build_hasher();
-        for &c in &self.identity {
-            h.write_i64(vals[c].unwrap_or(0) * self.columns[c].unit);
-        }
-        let hash = h.finish();
+        let hash = self.identity_hash(|c| vals[c].unwrap_or(0));
         let found = self.index.find(hash, |row| {
             self.identity
                 .iter()

@@ -20,7 +20,7 @@ fn now() -> Timestamp {
     Timestamp::parse_rfc3339("2025-05-20T10:00:00Z").expect("a time")
 }
 
-fn batch(kind: &'static RecordKind, values: Vec<serde_json::Value>) -> Batch {
+pub(crate) fn batch(kind: &'static RecordKind, values: Vec<serde_json::Value>) -> Batch {
     Batch {
         kind,
         records: values.iter().map(|v| record(kind, v)).collect(),
@@ -46,7 +46,7 @@ fn sum_plan(group: Option<&str>) -> AnalyticsPlan {
     validate::with_decoded(&d, |r, _| validate::analytics(r, &Limits::default())).expect("valid")
 }
 
-async fn totals(
+pub(crate) async fn totals(
     s: &dyn Store,
     team: &str,
     group: Option<&str>,
@@ -61,7 +61,7 @@ async fn totals(
     ))
 }
 
-async fn team(s: &dyn Store, name: &str, plan: Plan) -> String {
+pub(crate) async fn team(s: &dyn Store, name: &str, plan: Plan) -> String {
     s.create_team(
         NewTeam {
             name: name.into(),

@@ -37,6 +37,12 @@ impl Unreadable {
         }
     }
 
+    /// The rows met, in order.
+    pub(crate) fn rows(&self) -> Vec<UnreadableRow> {
+        let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        rows.iter().cloned().collect()
+    }
+
     /// How many distinct rows were met.
     pub(crate) fn count(&self) -> u64 {
         self.rows.lock().unwrap_or_else(|p| p.into_inner()).len() as u64

@@ -508,14 +508,18 @@ async fn unreadable_rows_are_left_out_counted_and_listed(
             "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"}]}]})
     };
     let s = Server::start(&f.store, &[], &f.log);
-    for (key, records) in [
-        (&f.key, vec![rec("k1", 1), rec("k2", 20), rec("k3", 300)]),
-        (&other_key, vec![rec("k1", 4000)]),
+    // One write per record: the SQLite store keeps a write whole (one segment or log
+    // entry), so each can be made unreadable on its own.
+    for (key, record) in [
+        (&f.key, rec("k1", 1)),
+        (&f.key, rec("k2", 20)),
+        (&f.key, rec("k3", 300)),
+        (&other_key, rec("k1", 4000)),
     ] {
         let (st, _) = s
             .post(
                 "Ingest",
-                json!({"service_key": key, "kind": "autocomplete", "records": records}),
+                json!({"service_key": key, "kind": "autocomplete", "records": [record]}),
             )
             .await;
         assert_eq!(st, 200);
@@ -593,33 +597,54 @@ async fn unreadable_rows_are_left_out_counted_and_listed(
 async fn unreadable_sqlite_rows_are_left_out_counted_and_listed() {
     let f = fixture();
     let reasons = unreadable_rows_are_left_out_counted_and_listed(f, async |store: &str, team: &str| {
+        use usage_core::load::{FieldValue, Record};
+        use usage_core::schema::records::AUTOCOMPLETE;
+        use usage_core::time::Timestamp;
         let path = store.strip_prefix("sqlite:").unwrap();
         let c = rusqlite::Connection::open(path).unwrap();
-        // Year 10000 in UTC, and a body that is no JSON at all.
+        // k1's write is the kind's segment: year 10000 in its hour column, under a checksum
+        // that matches (a hand edit, or a bug of a writer).
+        let text = |s: &str| FieldValue::Text(s.into());
+        let year_10000 = Record::from_values(
+            &AUTOCOMPLETE,
+            vec![
+                text("k1"),
+                FieldValue::Time(Timestamp(Timestamp::MAX.0 + 1)),
+                text("GO"),
+                text("vscode"),
+                text("1.0"),
+                FieldValue::Count(1),
+                FieldValue::Count(1),
+                FieldValue::Count(1),
+            ],
+        );
+        let body = usage_core::eval::segment::encode_batch(&usage_core::load::Batch {
+            kind: &AUTOCOMPLETE,
+            records: vec![year_10000],
+        });
         let n = c
             .execute(
-                "UPDATE records SET body = json_set(body, '$.hour', '9999-12-31T23:00:00-14:00') \
-                 WHERE team_id = ?1 AND json_extract(body, '$.api_key') = 'k1'",
-                [team],
+                "UPDATE segments SET body = ?2 WHERE team_id = ?1 AND kind = 'autocomplete'",
+                rusqlite::params![team, body],
             )
             .unwrap();
         assert_eq!(n, 1);
+        // k3's write is the last log entry: bytes that are no segment at all.
         let n = c
             .execute(
-                "UPDATE records SET body = 'not json' WHERE team_id = ?1 AND json_extract(body, '$.api_key') = 'k3'",
+                "UPDATE log SET body = x'00' WHERE team_id = ?1 AND seq = (SELECT MAX(seq) FROM log WHERE team_id = ?1)",
                 [team],
             )
             .unwrap();
         assert_eq!(n, 1);
     })
     .await;
-    assert!(
-        reasons[0].starts_with("the body is no valid autocomplete record: hour"),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons[1].starts_with("the body is not JSON"),
-        "{reasons:?}"
+    assert_eq!(
+        reasons,
+        [
+            "the segment is malformed: autocomplete.hour row 0 holds a time out of range",
+            "the segment's checksum does not match its bytes"
+        ]
     );
     let (code, out, _) = admin(&fixture().store, &["check"]);
     assert_eq!((code, out.as_str()), (0, ""), "a sound store checks clean");

@@ -2,11 +2,13 @@
 //!
 //! Teams, keys, caps, the audit log and billing are read from SQLite on every call, so a
 //! change made by another process (an admin command, a second server) is seen at once.
-//! Usage records are stored as JSON rows, loaded into one [`TeamData`] per team and kept
-//! current by [`Store::refresh`]: every write bumps a change counter (`meta.version`)
-//! and stamps its rows and its team with it, so a reader only re-reads the rows of teams
-//! that changed. WAL mode lets several processes share the file; `synchronous=FULL`
-//! makes every acknowledged write durable. All work runs on the blocking pool.
+//! Records are stored in the evaluator's columnar form, as one segment per team and kind
+//! plus a log of the writes since ([`segments`]); they are loaded into one [`TeamData`]
+//! per team and kept current by [`Store::refresh`]: every write bumps a change counter
+//! (`meta.version`) and stamps its log entry and its team with it, so a reader only reads
+//! what changed, and long logs are folded into new segments in the background. WAL mode
+//! lets several processes share the file; `synchronous=FULL` makes every acknowledged
+//! write durable. All work runs on the blocking pool.
 //!
 //! One file per concern, mirroring the store traits (and named as in the PostgreSQL
 //! store): `schema.rs` (migrations), `teams.rs` (teams and keys), `caps.rs` (caps and the
@@ -17,13 +19,14 @@ mod billing;
 mod caps;
 mod records;
 mod schema;
+mod segments;
 mod teams;
 #[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
@@ -50,10 +53,10 @@ fn db_err(e: rusqlite::Error) -> StoreError {
     }
 }
 
-/// One team's records in memory and the change counter they reflect.
+/// One team's records in memory and the stored state they reflect.
 struct Cached {
     data: RwLock<TeamData>,
-    seq: Mutex<i64>,
+    pos: Mutex<segments::Position>,
 }
 
 struct Inner {
@@ -67,6 +70,10 @@ struct Inner {
     reader: Mutex<Option<Connection>>,
     cache: RwLock<HashMap<String, Arc<Cached>>>,
     seen_version: AtomicI64,
+    /// Whether a compaction runs in the background.
+    compacting: AtomicBool,
+    /// Whether [`Store::refresh`] starts compactions (on unless turned off).
+    auto_compact: AtomicBool,
     applied_at_open: u32,
     /// The rows met that cannot be read (contract section 11).
     unreadable: Unreadable,
@@ -181,6 +188,8 @@ impl SqliteStore {
                     reader: Mutex::new(Some(reader)),
                     cache: RwLock::new(HashMap::new()),
                     seen_version: AtomicI64::new(-1),
+                    compacting: AtomicBool::new(false),
+                    auto_compact: AtomicBool::new(true),
                     applied_at_open: applied,
                     unreadable: Unreadable::default(),
                 }),
@@ -225,6 +234,74 @@ impl Store for SqliteStore {
     }
 
     async fn refresh(&self) -> StoreResult<()> {
+        let refreshed = self.catch_up_all().await;
+        self.compact_in_background();
+        refreshed
+    }
+
+    async fn preload(&self) -> StoreResult<()> {
+        self.refresh().await
+    }
+
+    async fn unreadable_rows(&self) -> StoreResult<Vec<UnreadableRow>> {
+        self.blocking(|i| i.with_reader(|conn| records::scan_unreadable(conn, &i.unreadable)))
+            .await
+    }
+
+    fn unreadable_count(&self) -> u64 {
+        self.inner.unreadable.count()
+    }
+
+    async fn close(&self) -> StoreResult<()> {
+        self.blocking(|i| {
+            for slot in [&i.reader, &i.loader, &i.conn] {
+                let conn = slot.lock().map_err(poisoned)?.take();
+                if let Some(c) = conn {
+                    c.close().map_err(|(_, e)| db_err(e))?;
+                }
+            }
+            i.cache.write().map_err(poisoned)?.clear();
+            Ok(())
+        })
+        .await
+    }
+}
+
+impl SqliteStore {
+    /// Folds long logs into new segments on the blocking pool, one compaction at a time;
+    /// a failure is logged and the log stays as it is.
+    fn compact_in_background(&self) {
+        let inner = self.inner.clone();
+        if !inner.auto_compact.load(Ordering::Acquire)
+            || !inner.wants_compaction().unwrap_or(false)
+            || inner.compacting.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = inner.compact_all() {
+                tracing::warn!(error = %e, "compaction failed; the log stays as it is");
+            }
+            inner.compacting.store(false, Ordering::Release);
+        });
+    }
+
+    /// Turns the compactions that [`Store::refresh`] starts in the background on or off
+    /// (on by default): a process that only reads, or a test that compacts by hand.
+    pub fn set_auto_compact(&self, on: bool) {
+        self.inner.auto_compact.store(on, Ordering::Release);
+    }
+
+    /// Folds every long log into a new segment now (tests and `usage-server compact`).
+    ///
+    /// # Errors
+    /// When the store cannot be read or written.
+    pub async fn compact(&self) -> StoreResult<usize> {
+        self.blocking(|i| i.compact_all()).await
+    }
+
+    /// Catches every cached team up with the writes of other processes.
+    async fn catch_up_all(&self) -> StoreResult<()> {
         self.blocking(|i| {
             let version: i64 = i.with_reader(|conn| {
                 conn.query_row("SELECT value FROM meta WHERE key = 'version'", [], |r| {
@@ -251,7 +328,7 @@ impl Store for SqliteStore {
                 let caught_up = (|| {
                     let cached = i.cache.read().map_err(poisoned)?.get(&team).cloned();
                     match cached {
-                        Some(c) if *c.seq.lock().map_err(poisoned)? < seq => i.catch_up(&team, &c),
+                        Some(c) if c.pos.lock().map_err(poisoned)?.seq < seq => i.catch_up(&team, &c),
                         Some(_) => Ok(()),
                         None => i.cached(&team).map(drop),
                     }
@@ -268,33 +345,6 @@ impl Store for SqliteStore {
                     Ok(())
                 }
             }
-        })
-        .await
-    }
-
-    async fn preload(&self) -> StoreResult<()> {
-        self.refresh().await
-    }
-
-    async fn unreadable_rows(&self) -> StoreResult<Vec<UnreadableRow>> {
-        self.blocking(|i| i.with_reader(|conn| records::scan_unreadable(conn, &i.unreadable)))
-            .await
-    }
-
-    fn unreadable_count(&self) -> u64 {
-        self.inner.unreadable.count()
-    }
-
-    async fn close(&self) -> StoreResult<()> {
-        self.blocking(|i| {
-            for slot in [&i.reader, &i.loader, &i.conn] {
-                let conn = slot.lock().map_err(poisoned)?.take();
-                if let Some(c) = conn {
-                    c.close().map_err(|(_, e)| db_err(e))?;
-                }
-            }
-            i.cache.write().map_err(poisoned)?.clear();
-            Ok(())
         })
         .await
     }

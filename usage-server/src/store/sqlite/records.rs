@@ -1,20 +1,22 @@
-//! [`RecordStore`] on SQLite: users, groups and usage records stored as JSON rows,
-//! ingest and import, and queries answered from the team's cached [`TeamData`], which
-//! is loaded on first use and caught up with the rows written since.
+//! [`RecordStore`] on SQLite: users, groups and usage records stored as segments and a
+//! log ([`segments`]), ingest and import, and queries answered from the team's cached
+//! [`TeamData`], which is loaded on first use and caught up with the writes since.
 
 use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use usage_core::JsonPath;
 use usage_core::eval::TeamData;
+use usage_core::eval::segment::SegmentBuilder;
 use usage_core::load::{Batch, Record, parse_record};
 use usage_core::plan::{AgentPlan, AnalyticsPlan, Limits, UserPagePlan};
-use usage_core::schema::records::{BILLING, RecordKind};
+use usage_core::schema::records::{BILLING, GROUPS, RecordKind, USERS};
 use usage_core::time::Timestamp;
 use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
 
 use super::billing::{read_billing, write_billing};
+use super::segments::{self, Position};
 use super::{Cached, Inner, SqliteStore, bump, db_err, team_exists};
 use crate::store::shared::{Unreadable, ingested, poisoned, stream, written_whole};
 use crate::store::{RecordStore, RecordStream, StoreResult, UnreadableRow, answer, prepare};
@@ -33,22 +35,22 @@ fn decode_row(kind: &str, body: &str) -> Result<(&'static RecordKind, Record), S
     Ok((k, r))
 }
 
-/// Reads the rows of a query (`kind`, `body`, `seq`) of `team` and hands them to `sink` in
-/// batches of one kind (at most 50,000 records each); returns the largest `seq`. A row
-/// that cannot be read is left out and handed to `unreadable` (contract section 11).
+/// Reads the JSON rows (`kind`, `body`, `seq`, `id`) of `team` in the layout before
+/// segments (migration 1: converting a store, or the rows the conversion could not read)
+/// and hands them to `sink` in batches of one kind (at most 50,000 records each); returns
+/// the ids of the rows read. A row that cannot be read is left out and handed to
+/// `unreadable` (contract section 11).
 fn read_rows(
     stmt: &mut rusqlite::Statement<'_>,
-    params: impl rusqlite::Params,
     team: &str,
     mut unreadable: impl FnMut(UnreadableRow),
     mut sink: impl FnMut(Batch),
-) -> StoreResult<i64> {
-    let mut rows = stmt.query(params).map_err(db_err)?;
-    let mut max = 0i64;
+) -> StoreResult<Vec<i64>> {
+    let mut rows = stmt.query([team]).map_err(db_err)?;
+    let mut read = Vec::new();
     let mut pending: Option<Batch> = None;
     while let Some(row) = rows.next().map_err(db_err)? {
         let seq: i64 = row.get(2).map_err(db_err)?;
-        max = max.max(seq);
         let kind = row.get_ref(0).map_err(db_err)?;
         let body = row.get_ref(1).map_err(db_err)?;
         let decoded = match (kind.as_str(), body.as_str()) {
@@ -67,6 +69,7 @@ fn read_rows(
                 continue;
             }
         };
+        read.push(row.get(3).map_err(db_err)?);
         match &mut pending {
             Some(b) if std::ptr::eq(b.kind, k) && b.records.len() < 50_000 => b.records.push(r),
             _ => {
@@ -82,10 +85,46 @@ fn read_rows(
     if let Some(b) = pending {
         sink(b);
     }
-    Ok(max)
+    Ok(read)
 }
 
-/// Every unreadable row of the store, team by team (a full scan; `usage-server check`).
+/// The query of a team's JSON rows for [`read_rows`], in the order they were written.
+const JSON_ROWS: &str =
+    "SELECT kind, body, seq, id FROM records WHERE team_id = ?1 ORDER BY seq, id";
+
+/// Migration 2's conversion: every team's readable JSON rows become its segments (based
+/// at the team's change counter) and leave `records`; a row that cannot be read stays
+/// there, reported by `usage-server check` (contract section 11).
+pub(super) fn convert_json_rows(tx: &Transaction<'_>) -> StoreResult<()> {
+    let teams: Vec<(String, i64)> = {
+        let mut stmt = tx.prepare("SELECT id, seq FROM teams").map_err(db_err)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(db_err)?;
+        rows.collect::<Result<_, _>>().map_err(db_err)?
+    };
+    let mut stmt = tx.prepare(JSON_ROWS).map_err(db_err)?;
+    let mut delete = tx
+        .prepare("DELETE FROM records WHERE id = ?1")
+        .map_err(db_err)?;
+    for (team, seq) in teams {
+        let mut data = TeamData::new();
+        let read = read_rows(&mut stmt, &team, drop, |b| data.apply(&b))?;
+        for kind in TeamData::segment_kinds() {
+            if let Some(body) = data.segment(kind) {
+                segments::put_segment(tx, &team, kind, seq, data.len(kind) as u64, &body)?;
+            }
+        }
+        for id in read {
+            delete.execute([id]).map_err(db_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every unreadable segment, log entry and row of the store, team by team (a full read;
+/// `usage-server check`). Rows of the JSON layout left in `records` by the conversion to
+/// segments are the ones that could not be read then.
 pub(super) fn scan_unreadable(
     conn: &Connection,
     unreadable: &Unreadable,
@@ -97,13 +136,13 @@ pub(super) fn scan_unreadable(
         let rows = stmt.query_map([], |r| r.get(0)).map_err(db_err)?;
         rows.collect::<Result<_, _>>().map_err(db_err)?
     };
-    let mut found = Vec::new();
-    let mut stmt = conn
-        .prepare("SELECT kind, body, seq FROM records WHERE team_id = ?1 ORDER BY seq")
-        .map_err(db_err)?;
+    let found = Unreadable::default();
+    let mut stmt = conn.prepare(JSON_ROWS).map_err(db_err)?;
     for team in &teams {
-        read_rows(&mut stmt, [team], team, |r| found.push(r), drop)?;
+        segments::scan_team(conn, team, &found)?;
+        read_rows(&mut stmt, team, |r| found.met(r), drop)?;
     }
+    let found = found.rows();
     for r in &found {
         unreadable.met(r.clone());
     }
@@ -111,30 +150,20 @@ pub(super) fn scan_unreadable(
 }
 
 impl Inner {
-    /// Reads the rows of `team` newer than the cached ones into the cache. Rows are read
-    /// on the loader connection and parsed before the team's data is locked, so neither
-    /// key lookups nor queries of the team wait for the parsing, and a query sees a write
-    /// whole or not at all.
+    /// Reads what the store holds of `team` beyond the cached data into the cache. The
+    /// stored parts are read on the loader connection and decoded before the team's data
+    /// is locked, so neither key lookups nor queries of the team wait for the decoding,
+    /// and a query sees a write whole or not at all.
     pub(super) fn catch_up(&self, team: &str, cached: &Cached) -> StoreResult<()> {
-        let mut seq = cached.seq.lock().map_err(poisoned)?;
-        let mut batches = Vec::new();
-        let max = self.with_loader(|conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND seq > ?2 ORDER BY seq",
-                )
-                .map_err(db_err)?;
-            read_rows(&mut stmt, params![team, *seq], team, |r| self.unreadable.met(r), |b| {
-                batches.push(b)
-            })
-        })?;
-        if !batches.is_empty() {
+        let mut pos = cached.pos.lock().map_err(poisoned)?;
+        let delta = self
+            .with_loader(|conn| segments::read_delta(conn, team, &pos, None, &self.unreadable))?;
+        if delta.is_empty() {
+            delta.apply(&mut TeamData::new(), &mut pos);
+        } else {
             let mut data = cached.data.write().map_err(poisoned)?;
-            for b in &batches {
-                data.apply(b);
-            }
+            delta.apply(&mut data, &mut pos);
         }
-        *seq = (*seq).max(max);
         Ok(())
     }
 
@@ -143,19 +172,14 @@ impl Inner {
         if let Some(c) = self.cache.read().map_err(poisoned)?.get(team) {
             return Ok(c.clone());
         }
-        // Not shared yet: apply batch by batch, so the parsed rows never all sit in memory
-        // beside the team's data.
         let mut data = TeamData::new();
-        let seq = self.with_loader(|conn| {
-            team_exists(conn, team)?;
-            let mut stmt = conn
-                .prepare_cached("SELECT kind, body, seq FROM records WHERE team_id = ?1")
-                .map_err(db_err)?;
-            self.apply_rows(&mut stmt, team, &mut data)
-        })?;
+        let mut pos = Position::new();
+        let delta = self
+            .with_loader(|conn| segments::read_delta(conn, team, &pos, None, &self.unreadable))?;
+        delta.apply(&mut data, &mut pos);
         let c = Arc::new(Cached {
             data: RwLock::new(data),
-            seq: Mutex::new(seq),
+            pos: Mutex::new(pos),
         });
         let mut cache = self.cache.write().map_err(poisoned)?;
         Ok(cache.entry(team.to_string()).or_insert(c).clone())
@@ -167,36 +191,70 @@ impl Inner {
         f(&d)
     }
 
-    /// The users and groups of a team, read from the store (for [`prepare`]).
-    fn people(&self, conn: &Connection, team: &str) -> StoreResult<TeamData> {
-        let mut data = TeamData::new();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT kind, body, seq FROM records WHERE team_id = ?1 AND kind IN ('users', 'groups') ORDER BY seq",
-            )
-            .map_err(db_err)?;
-        self.apply_rows(&mut stmt, team, &mut data)?;
-        Ok(data)
+    /// Folds the long logs of a cached team into new segments (see [`segments`]). The
+    /// team's position stays locked meanwhile, so its data cannot move under the fold.
+    pub(super) fn compact(&self, team: &str, cached: &Cached) -> StoreResult<usize> {
+        let mut pos = cached.pos.lock().map_err(poisoned)?;
+        let mut done = 0;
+        for kind in pos.to_compact() {
+            let (fold, body) = {
+                let data = cached.data.read().map_err(poisoned)?;
+                (pos.fold(kind, data.len(kind)), data.segment(kind))
+            };
+            let stored = self.with(|conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(db_err)?;
+                let stored = segments::store_fold(&tx, team, &fold, body.as_deref())?;
+                tx.commit().map_err(db_err)?;
+                Ok(stored)
+            })?;
+            if stored {
+                pos.folded(&fold);
+                done += 1;
+            }
+        }
+        Ok(done)
     }
 
-    /// Applies the rows a statement (`?1` = `team`) selects to `data`, noting the ones
-    /// that cannot be read; returns the largest `seq`.
-    fn apply_rows(
-        &self,
-        stmt: &mut rusqlite::Statement<'_>,
-        team: &str,
-        data: &mut TeamData,
-    ) -> StoreResult<i64> {
-        read_rows(
-            stmt,
-            [team],
-            team,
-            |r| self.unreadable.met(r),
-            |b| data.apply(&b),
-        )
+    /// Compacts every cached team whose log is long enough; returns the kinds folded.
+    pub(super) fn compact_all(&self) -> StoreResult<usize> {
+        let teams: Vec<(String, Arc<Cached>)> = self
+            .cache
+            .read()
+            .map_err(poisoned)?
+            .iter()
+            .map(|(t, c)| (t.clone(), c.clone()))
+            .collect();
+        let mut done = 0;
+        for (team, c) in teams {
+            match self.compact(&team, &c) {
+                Ok(n) => done += n,
+                Err(e) => {
+                    tracing::warn!(team = %team, error = %e, "compaction failed; the log stays as it is")
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    /// Whether a cached team has a log long enough to compact.
+    pub(super) fn wants_compaction(&self) -> StoreResult<bool> {
+        for c in self.cache.read().map_err(poisoned)?.values() {
+            if !c.pos.lock().map_err(poisoned)?.to_compact().is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Writes records of one kind all-or-nothing. `Ok(None)`: the stream had a bad one.
+    ///
+    /// Usage records are taken into a segment's columns before the store is locked (a
+    /// long import holds no lock while it parses), then written in one short transaction:
+    /// as the kind's first segment when the team holds none of the kind, else as a log
+    /// entry. `users` and `groups` are checked against the stored ones inside that
+    /// transaction.
     fn write(
         &self,
         team: &str,
@@ -204,66 +262,69 @@ impl Inner {
         mut records: RecordStream,
         now: Timestamp,
     ) -> StoreResult<Option<u64>> {
+        let mut builder = SegmentBuilder::new(kind);
+        let mut whole = Vec::new();
+        let mut n = 0u64;
+        for r in records.by_ref() {
+            match r {
+                Ok(r) if written_whole(kind) => whole.push(r),
+                Ok(r) => builder.push(r),
+                Err(()) => {
+                    records.for_each(drop);
+                    return Ok(None);
+                }
+            }
+            n += 1;
+        }
         let mut guard = self.conn()?;
         let conn = guard.as_mut().expect("checked by conn()");
-        team_exists(conn, team)?;
-        if written_whole(kind) {
-            let mut all = Vec::new();
-            for r in records.by_ref() {
-                match r {
-                    Ok(r) => all.push(r),
-                    Err(()) => {
-                        records.for_each(drop);
-                        return Ok(None);
-                    }
-                }
-            }
-            let n = all.len() as u64;
-            if std::ptr::eq(kind, &BILLING) {
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(db_err)?;
-                let mut b = read_billing(&tx, team)?;
-                for r in &all {
-                    b.apply(r, now);
-                }
-                write_billing(&tx, team, &b)?;
-                bump(&tx)?;
-                tx.commit().map_err(db_err)?;
-                return Ok(Some(n));
-            }
-            let people = self.people(conn, team)?;
-            let batch = prepare(&people, &Batch { kind, records: all }, now)?;
-            records = stream(batch.records);
-        }
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_err)?;
-        let version = bump(&tx)?;
-        let mut n = 0u64;
-        let mut bad = false;
-        {
-            let mut stmt = tx
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO records (team_id, kind, identity, seq, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .map_err(db_err)?;
-            for r in records {
-                match r {
-                    Ok(_) if bad => {}
-                    Ok(r) => {
-                        let body = serde_json::Value::Object(r.to_json()).to_string();
-                        stmt.execute(params![team, kind.name, r.identity(), version, body])
-                            .map_err(db_err)?;
-                        n += 1;
-                    }
-                    Err(()) => bad = true,
-                }
+        team_exists(&tx, team)?;
+        if std::ptr::eq(kind, &BILLING) {
+            let mut b = read_billing(&tx, team)?;
+            for r in &whole {
+                b.apply(r, now);
+            }
+            write_billing(&tx, team, &b)?;
+            bump(&tx)?;
+            tx.commit().map_err(db_err)?;
+            return Ok(Some(n));
+        }
+        if written_whole(kind) {
+            let mut people = TeamData::new();
+            let people_kinds = [&USERS, &GROUPS];
+            segments::read_delta(
+                &tx,
+                team,
+                &Position::new(),
+                Some(&people_kinds),
+                &self.unreadable,
+            )?
+            .apply(&mut people, &mut Position::new());
+            for r in prepare(
+                &people,
+                &Batch {
+                    kind,
+                    records: whole,
+                },
+                now,
+            )?
+            .records
+            {
+                builder.push(r);
             }
         }
-        if bad {
-            tx.rollback().map_err(db_err)?;
-            return Ok(None);
+        let version = bump(&tx)?;
+        let rows = builder.rows() as u64;
+        if rows > 0 {
+            let body = builder.finish();
+            if segments::holds(&tx, team, kind)? {
+                segments::put_log(&tx, team, kind, version, rows, &body)?;
+            } else {
+                segments::put_segment(&tx, team, kind, version, rows, &body)?;
+            }
         }
         tx.execute(
             "UPDATE teams SET seq = ?1 WHERE id = ?2",

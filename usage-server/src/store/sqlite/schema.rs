@@ -1,13 +1,34 @@
-//! The SQLite schema: its migrations, applied in order, each once.
+//! The SQLite schema: its migrations, applied in order, each once, each in one
+//! transaction with the conversion of the stored data it needs.
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use usage_core::time::Timestamp;
 
 use super::db_err;
 use crate::store::StoreResult;
 
+/// One step of the schema: its DDL, then a conversion of the data in the same transaction.
+pub(super) struct Migration {
+    /// The DDL.
+    pub(super) sql: &'static str,
+    /// Converts what the earlier layout stored.
+    pub(super) convert: Option<fn(&Transaction<'_>) -> StoreResult<()>>,
+}
+
 /// The schema, one migration per element; applied in order, each once.
-pub(super) const MIGRATIONS: &[&str] = &[r#"
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        sql: V1,
+        convert: None,
+    },
+    Migration {
+        sql: V2,
+        convert: Some(super::records::convert_json_rows),
+    },
+];
+
+/// Migration 1: records as one JSON row each (kept: rows it cannot convert stay there).
+const V1: &str = r#"
 CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT INTO meta (key, value) VALUES ('version', 0);
 CREATE TABLE teams (
@@ -63,7 +84,30 @@ CREATE TABLE records (
 );
 CREATE UNIQUE INDEX records_identity ON records (team_id, kind, identity);
 CREATE INDEX records_seq ON records (team_id, seq);
-"#];
+"#;
+
+/// Migration 2: records as segments and a log of the writes since (see `segments.rs`).
+/// Converting moves every readable JSON row into its team's segments.
+const V2: &str = r#"
+CREATE TABLE segments (
+    team_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    part INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    rows INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (team_id, kind, part)
+);
+CREATE TABLE log (
+    team_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    part INTEGER NOT NULL,
+    rows INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (team_id, seq, part)
+);
+"#;
 
 pub(super) fn apply_migrations(conn: &mut Connection) -> StoreResult<u32> {
     conn.execute_batch(
@@ -77,8 +121,11 @@ pub(super) fn apply_migrations(conn: &mut Connection) -> StoreResult<u32> {
         .query_row("SELECT COUNT(*) FROM migrations", [], |r| r.get(0))
         .map_err(db_err)?;
     let mut applied = 0;
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(done as usize) {
-        tx.execute_batch(sql).map_err(db_err)?;
+    for (i, m) in MIGRATIONS.iter().enumerate().skip(done as usize) {
+        tx.execute_batch(m.sql).map_err(db_err)?;
+        if let Some(convert) = m.convert {
+            convert(&tx)?;
+        }
         tx.execute(
             "INSERT INTO migrations (version, applied) VALUES (?1, ?2)",
             params![i as i64 + 1, Timestamp::now().0],

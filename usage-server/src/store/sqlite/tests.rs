@@ -163,3 +163,165 @@ async fn reads_never_wait_behind_a_write_waiting_for_the_lock() {
     writer.await.unwrap().unwrap();
     assert_eq!(s.cap(&t.id, &CapScope::Team).await.unwrap(), Some(5));
 }
+
+/// A store of the JSON-row layout (migration 1 only), written as the version before
+/// segments wrote it: one JSON row per record, a change counter per write.
+fn write_old_layout(path: &std::path::Path, data: &usage_core::testing::data::Dataset) -> TeamData {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)",
+    )
+    .unwrap();
+    conn.execute_batch(MIGRATIONS[0].sql).unwrap();
+    conn.execute("INSERT INTO migrations VALUES (1, 0)", [])
+        .unwrap();
+    conn.execute(
+        "INSERT INTO teams (id, name, created, seq) VALUES ('t', 't', 0, 1)",
+        [],
+    )
+    .unwrap();
+    conn.execute("UPDATE meta SET value = 1", []).unwrap();
+    let mut team = TeamData::new();
+    for (i, batch) in data.parsed().iter().enumerate() {
+        let seq = i as i64 + 2;
+        let now = Timestamp(1_746_000_000_000_000 + i as i64 * 1_000_000);
+        let batch = team.prepare(batch, now).expect("consistent").into_owned();
+        team.apply(&batch);
+        for r in &batch.records {
+            let body = serde_json::Value::Object(r.to_json()).to_string();
+            conn.execute(
+                "INSERT OR REPLACE INTO records (team_id, kind, identity, seq, body) VALUES ('t', ?1, ?2, ?3, ?4)",
+                rusqlite::params![batch.kind.name, r.identity(), seq, body],
+            )
+            .unwrap();
+        }
+        conn.execute("UPDATE teams SET seq = ?1", [seq]).unwrap();
+        conn.execute("UPDATE meta SET value = ?1", [seq]).unwrap();
+    }
+    // A row no version could read: it stays where it is.
+    conn.execute(
+        "INSERT INTO records (team_id, kind, identity, seq, body) VALUES ('t', 'autocomplete', 'x', 99, '{\"api_key\":')",
+        [],
+    )
+    .unwrap();
+    team
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Opening a store of the JSON-row layout converts it to segments (migration 2, as
+    /// `usage-server migrate` does): every answer is the one the records give, the row
+    /// that cannot be read stays in place and is reported, and the converted team takes
+    /// writes like any other.
+    #[test]
+    fn an_old_layout_store_converts_with_the_same_answers(
+        data in usage_core::testing::data::arb_dataset(usage_core::testing::Pool::default()),
+        reqs in proptest::collection::vec(usage_core::testing::arb_analytics_request(usage_core::testing::Pool::default()), 3),
+        choices in proptest::collection::vec(proptest::prelude::any::<u32>(), 64),
+    ) {
+        use usage_core::plan::Limits;
+        use usage_core::testing::Choices;
+        use usage_core::testing::compare::{agent_plan, check_analytics, user_page_plan};
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.db");
+        let team = write_old_layout(&p, &data);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let s = SqliteStore::open(&p).await.unwrap();
+            // Opening applied migration 2, with its conversion.
+            proptest::prop_assert_eq!(s.migrate().await.unwrap(), 1);
+            let mut c = Choices::new(choices);
+            for req in &reqs {
+                let Ok(plan) = usage_core::validate::analytics(req, &Limits::default()) else { continue };
+                let limits = Limits::default();
+                let got = s.analytics("t", &plan, &limits).await.map_err(|e| match e {
+                    crate::store::StoreError::Eval(e) => e,
+                    other => panic!("{other}"),
+                });
+                check_analytics(&plan, &got, &team.analytics(&plan, &limits))?;
+            }
+            let up = user_page_plan(&data, &mut c);
+            proptest::prop_assert_eq!(s.user_page("t", &up).await.ok(), team.user_page(&up).ok());
+            let ap = agent_plan(&data, &mut c);
+            proptest::prop_assert_eq!(s.agent("t", &ap).await.ok(), team.agent(&ap).ok());
+            let bad = s.unreadable_rows().await.unwrap();
+            proptest::prop_assert_eq!(bad.len(), 1);
+            proptest::prop_assert_eq!(&bad[0].row, "99");
+            s.close().await.unwrap();
+            let left: i64 = rusqlite::Connection::open(&p).unwrap()
+                .query_row("SELECT COUNT(*) FROM records", [], |r| r.get(0)).unwrap();
+            proptest::prop_assert_eq!(left, 1);
+            Ok(())
+        })?;
+    }
+}
+
+fn log_rows(p: &std::path::Path) -> (i64, i64) {
+    let c = rusqlite::Connection::open(p).unwrap();
+    let n = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+    (
+        n("SELECT COUNT(*) FROM log"),
+        n("SELECT COUNT(*) FROM segments"),
+    )
+}
+
+/// A kind's first write is its segment; later writes are log entries; a long log folds
+/// into a new segment. A process that held the team before the fold reloads it from the
+/// new segment and answers like the one that folded it and like a fresh one.
+#[tokio::test]
+async fn compaction_folds_the_log_and_other_processes_follow() {
+    use crate::store::conformance::{batch, team, totals};
+    use usage_core::schema::records::AUTOCOMPLETE;
+
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("fold.db");
+    let server = SqliteStore::open(&p).await.unwrap();
+    let other = SqliteStore::open(&p).await.unwrap();
+    // Folds happen where this test says, not in the background of a refresh.
+    server.set_auto_compact(false);
+    other.set_auto_compact(false);
+    let t = team(&server, "t", Plan::Enterprise).await;
+    let hour = |i: usize| Timestamp(1_746_057_600_000_000 + i as i64 * 3_600_000_000).to_rfc3339();
+    let write = |i: usize| {
+        batch(
+            &AUTOCOMPLETE,
+            vec![serde_json::json!({"api_key": "k", "hour": hour(i % 50),
+                "language": "rust", "ide": "vscode", "version": "1.0.0",
+                "num_acceptances": i, "num_lines_accepted": 1, "num_bytes_accepted": 1})],
+        )
+    };
+    for i in 0..70 {
+        server.ingest(&t, write(i), Timestamp::now()).await.unwrap();
+    }
+    assert_eq!(log_rows(&p), (69, 1));
+    other.preload().await.unwrap();
+    let before = totals(&server, &t, None).await.unwrap();
+    assert_eq!(totals(&other, &t, None).await.unwrap(), before);
+    // Records 50..70 replaced 0..20 (same identity): the sum is of the 50 kept.
+    let want: usize = (20..70).sum();
+    assert_eq!(before.0, want.to_string());
+
+    assert_eq!(server.compact().await.unwrap(), 1);
+    assert_eq!(log_rows(&p), (0, 1));
+    assert_eq!(server.compact().await.unwrap(), 0, "nothing left to fold");
+    assert_eq!(totals(&server, &t, None).await.unwrap(), before);
+
+    // One more write after the fold: `other` must take the new segment whole, then it.
+    server
+        .ingest(&t, write(70), Timestamp::now())
+        .await
+        .unwrap();
+    assert_eq!(log_rows(&p), (1, 1));
+    other.refresh().await.unwrap();
+    let after = totals(&server, &t, None).await.unwrap();
+    assert_eq!(after.0, (want - 20 + 70).to_string());
+    assert_eq!(totals(&other, &t, None).await.unwrap(), after);
+    assert_eq!(
+        other.compact().await.unwrap(),
+        0,
+        "one entry is no log to fold"
+    );
+    let fresh = SqliteStore::open(&p).await.unwrap();
+    assert_eq!(totals(&fresh, &t, None).await.unwrap(), after);
+}
