@@ -233,6 +233,102 @@ pub fn parse_record(
     .ok_or(found)
 }
 
+/// A JSON object as a record is read from it: its keys, and the value of a key.
+trait Fields {
+    fn keys(&self) -> impl Iterator<Item = &str>;
+    fn get(&self, key: &str) -> Option<&Value>;
+}
+
+impl Fields for Map<String, Value> {
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        Map::keys(self).map(String::as_str)
+    }
+    fn get(&self, key: &str) -> Option<&Value> {
+        Map::get(self, key)
+    }
+}
+
+/// A JSON object's members in text order, keys borrowed from the text where they hold no
+/// escape: what a record line needs, without the map of a [`Value`] tree.
+struct Pairs<'a>(Vec<(std::borrow::Cow<'a, str>, Value)>);
+
+impl<'de> serde::Deserialize<'de> for Pairs<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Pairs<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Pairs<'de>, A::Error> {
+                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(8));
+                while let Some(k) = m.next_key::<std::borrow::Cow<'de, str>>()? {
+                    out.push((k, m.next_value()?));
+                }
+                Ok(Pairs(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl Fields for Pairs<'_> {
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| &**k)
+    }
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+/// [`parse_record`] of a record's JSON text, without building a [`Value`] tree for the
+/// object: the import's path, where parsing is most of the work. The answer is the one
+/// [`parse_record`] gives for the parsed text; `None` when the text is not a JSON object
+/// with distinct keys (parse it as a [`Value`] then, for the exact error or for the last
+/// of two equal keys).
+///
+/// # Errors
+/// As [`parse_record`].
+pub fn parse_record_text(
+    kind: &'static RecordKind,
+    text: &str,
+    at: &JsonPath,
+) -> Option<Result<Record, Vec<Violation>>> {
+    let pairs: Pairs<'_> = serde_json::from_str(text).ok()?;
+    let n = pairs.0.len();
+    if (0..n).any(|i| pairs.0[i + 1..].iter().any(|(k, _)| *k == pairs.0[i].0)) {
+        return None;
+    }
+    let mut found = Vec::new();
+    Some(
+        check_fields(kind, &pairs, at, &mut |v| {
+            if found.len() < crate::error::MAX_DETAILS {
+                found.push(v);
+            }
+        })
+        .ok_or(found),
+    )
+}
+
+/// Each record kind's field names in lowerCamelCase (contract section 1: the
+/// lowerCamelCase spelling of every request field is accepted too), made once.
+fn camels(kind: &RecordKind) -> &'static [String] {
+    static CAMELS: std::sync::OnceLock<Vec<(&'static str, Vec<String>)>> =
+        std::sync::OnceLock::new();
+    let all = CAMELS.get_or_init(|| {
+        crate::schema::records::KINDS
+            .iter()
+            .map(|k| (k.name, k.fields.iter().map(|f| camel(f.name)).collect()))
+            .collect()
+    });
+    all.iter()
+        .find(|(name, _)| *name == kind.name)
+        .map_or(&[], |(_, c)| c.as_slice())
+}
+
 /// [`parse_record`], handing each violation to `report` as it is found; `None` when there
 /// was one.
 fn check_record(
@@ -241,20 +337,28 @@ fn check_record(
     at: &JsonPath,
     report: &mut dyn FnMut(Violation),
 ) -> Option<Record> {
+    let Some(obj) = value.as_object() else {
+        let msg = format!("a {} record must be a JSON object", kind.name);
+        report(Violation::new(at.clone(), Rule::InvalidValue, msg));
+        return None;
+    };
+    check_fields(kind, obj, at, report)
+}
+
+/// [`check_record`] of an object's members.
+fn check_fields(
+    kind: &'static RecordKind,
+    obj: &impl Fields,
+    at: &JsonPath,
+    report: &mut dyn FnMut(Violation),
+) -> Option<Record> {
     let mut bad = false;
     let mut push = |v: Violation| {
         bad = true;
         report(v);
     };
-    let Some(obj) = value.as_object() else {
-        let msg = format!("a {} record must be a JSON object", kind.name);
-        push(Violation::new(at.clone(), Rule::InvalidValue, msg));
-        return None;
-    };
     let mut unknown_rank = UNKNOWN_KEY_RANK;
-    // Each field's name in both spellings (contract section 1: the lowerCamelCase spelling
-    // of every request field is accepted too).
-    let camels: Vec<String> = kind.fields.iter().map(|f| camel(f.name)).collect();
+    let camels = camels(kind);
     for key in obj.keys() {
         if kind.field(key).is_none() && !camels.iter().any(|c| c == key) {
             let names: Vec<_> = kind.fields.iter().map(|f| f.name).collect();
@@ -265,7 +369,7 @@ fn check_record(
                 suggestion(key, names.iter().copied())
             );
             push(Violation::new(
-                at.key(key.clone(), unknown_rank),
+                at.key(key.to_string(), unknown_rank),
                 Rule::UnknownField,
                 msg,
             ));
@@ -945,5 +1049,75 @@ mod tests {
         assert_eq!(e[7].path(), "records[0].num_bytes_accepted");
         assert_eq!(e[8].path(), "records[0].k0");
         assert_eq!(e[99].path(), "records[0].k91");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// The import's text path answers exactly like `parse_record` of the parsed text:
+        /// generated records, and the same with a field dropped, an unknown or camelCase
+        /// key, a value of another JSON type, or a key given twice.
+        #[test]
+        fn the_text_path_answers_like_the_tree(
+            data in crate::testing::data::arb_dataset(crate::testing::Pool::default()),
+            pick in proptest::prelude::any::<usize>(),
+            change in 0usize..7,
+            other in proptest::prop_oneof![
+                proptest::prelude::Just(json!(null)), proptest::prelude::Just(json!(-1)),
+                proptest::prelude::Just(json!("")), proptest::prelude::Just(json!("x\u{0}y")),
+                proptest::prelude::Just(json!([1])), proptest::prelude::Just(json!({"a": 1})),
+                proptest::prelude::Just(json!(true)), proptest::prelude::Just(json!(1.5)),
+                proptest::prelude::Just(json!("2025-05-01T10:00:00Z")),
+            ],
+        ) {
+            let all: Vec<(&'static RecordKind, &Value)> = data
+                .batches
+                .iter()
+                .flat_map(|(k, recs)| recs.iter().map(move |r| (*k, r)))
+                .collect();
+            proptest::prop_assume!(!all.is_empty());
+            let (kind, rec) = all[pick % all.len()];
+            let mut obj = rec.as_object().cloned().unwrap_or_default();
+            let was_empty = obj.is_empty();
+            let key = obj.keys().nth(pick % obj.len().max(1)).cloned().unwrap_or_default();
+            let mut text = match change {
+                0 => Value::Object(obj).to_string(),
+                1 => {
+                    obj.remove(&key);
+                    Value::Object(obj).to_string()
+                }
+                2 => {
+                    obj.insert("bogus_field".into(), other);
+                    Value::Object(obj).to_string()
+                }
+                3 => {
+                    let v = obj.remove(&key).unwrap_or(other);
+                    obj.insert(crate::wire::decode::camel(&key), v);
+                    Value::Object(obj).to_string()
+                }
+                4 => {
+                    obj.insert(key, other);
+                    Value::Object(obj).to_string()
+                }
+                5 => other.to_string(),
+                _ => {
+                    let t = Value::Object(obj.clone()).to_string();
+                    format!("{},\"{key}\":{other}}}", &t[..t.len() - 1])
+                }
+            };
+            if change == 6 && was_empty {
+                text = "{}".into();
+            }
+            let tree = serde_json::from_str::<Value>(&text)
+                .map(|v| parse_record(kind, &v, &JsonPath::root()))
+                .map_err(|e| e.to_string());
+            match parse_record_text(kind, &text, &JsonPath::root()) {
+                Some(fast) => proptest::prop_assert_eq!(Ok(fast), tree, "{}", text),
+                None => proptest::prop_assert!(
+                    change >= 5 || tree.is_err(),
+                    "the text path declined {}", text
+                ),
+            }
+        }
     }
 }

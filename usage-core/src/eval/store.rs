@@ -15,7 +15,7 @@
 //! overwritten in place, a new one appended; nothing is rebuilt but the index's slots
 //! when it doubles.
 
-use std::collections::hash_map::RandomState;
+use foldhash::fast::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 use crate::load::{FieldValue, Record};
@@ -245,7 +245,7 @@ impl Dict {
         Dict {
             values,
             slots: Slots::default(),
-            state: RandomState::new(),
+            state: RandomState::default(),
         }
     }
 
@@ -479,7 +479,7 @@ impl Table {
             columns: kind.fields.iter().map(Column::new).collect(),
             identity,
             index: Slots::default(),
-            state: RandomState::new(),
+            state: RandomState::default(),
             rows: 0,
             time: kind.time.and_then(|t| kind.position(t)),
             time_bounds: None,

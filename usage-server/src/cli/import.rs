@@ -1,8 +1,9 @@
 //! `import`: streaming JSONL, all-or-nothing (contract section 8).
 //!
-//! Lines are parsed one at a time and handed to the store as a stream, so a file of any
-//! size never sits in memory; the store writes them in one transaction and rolls it back
-//! when a line is bad. The first 20 bad records are reported.
+//! Lines are parsed in chunks on parser threads and handed to the store as a stream in
+//! file order, so a file of any size never sits in memory; the store takes them into a
+//! segment and writes it in one transaction, or nothing when a line is bad. The first 20
+//! bad records are reported.
 
 use std::io::{BufRead, BufReader};
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value, json};
 use usage_core::JsonPath;
-use usage_core::load::{Record, parse_record};
+use usage_core::load::{Record, parse_record, parse_record_text};
 use usage_core::schema::records::{RecordKind, kind_names};
 use usage_core::time::Timestamp;
 
@@ -30,18 +31,154 @@ struct Report {
     io_error: Option<String>,
 }
 
-struct Lines {
-    reader: Box<dyn BufRead + Send>,
+/// Lines handed to the parsers: the first line's number and the lines.
+struct Chunk {
+    first: u64,
+    lines: Vec<String>,
+}
+
+/// A bad record's violations: field, rule, message.
+type Bad = Vec<(String, &'static str, String)>;
+
+/// A chunk parsed: per line, its number and the record or the violations (blank lines
+/// are left out).
+type Parsed = Vec<(u64, Result<Record, Bad>)>;
+
+/// Lines per chunk: large enough that the hand-offs cost nothing, small enough that the
+/// chunks in flight take a few MB.
+const CHUNK_LINES: usize = 4096;
+
+/// Parses one line of JSONL into a record of `kind`.
+fn parse_line(
     kind: &'static RecordKind,
-    line_no: u64,
-    buf: String,
+    line: &str,
+) -> Result<Record, Vec<(String, &'static str, String)>> {
+    let violations = |v: Vec<usage_core::Violation>| {
+        v.iter()
+            .map(|v| (v.path(), v.rule().as_str(), v.message().to_string()))
+            .collect()
+    };
+    if let Some(r) = parse_record_text(kind, line, &JsonPath::root()) {
+        return r.map_err(violations);
+    }
+    let value: Value = serde_json::from_str(line).map_err(|e| {
+        vec![(
+            String::new(),
+            "malformed_json",
+            format!("the line is not JSON: {e}"),
+        )]
+    })?;
+    parse_record(kind, &value, &JsonPath::root()).map_err(violations)
+}
+
+/// The records of a JSONL file, in file order: one thread reads lines in chunks, the
+/// parsers (one per core) turn chunks into records, and the iterator, on the store's
+/// thread, puts the chunks back in order and hands the records on. Parsing, the bulk of
+/// an import's work, so runs beside the store's columns being filled.
+struct Lines {
+    parsed: std::sync::mpsc::Receiver<(u64, Result<Parsed, String>)>,
+    /// Chunks parsed ahead of their turn, by chunk number.
+    ahead: std::collections::BTreeMap<u64, Result<Parsed, String>>,
+    next_chunk: u64,
+    current: std::vec::IntoIter<(u64, Result<Record, Bad>)>,
+    /// One token per chunk that may be read ahead of the store: it goes back to the
+    /// reader when the store has taken the chunk, so the chunks in flight stay bounded
+    /// however the threads are scheduled.
+    tokens: std::sync::mpsc::SyncSender<()>,
     report: Arc<Mutex<Report>>,
     bar: ProgressBar,
     done: bool,
 }
 
 impl Lines {
-    fn bad(&mut self, violations: Vec<(String, &'static str, String)>) {
+    fn start(
+        mut reader: Box<dyn BufRead + Send>,
+        kind: &'static RecordKind,
+        report: Arc<Mutex<Report>>,
+        bar: ProgressBar,
+    ) -> Lines {
+        use std::sync::mpsc::{channel, sync_channel};
+        let parsers = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4));
+        let (work_tx, work_rx) = sync_channel::<(u64, Result<Chunk, String>)>(2 * parsers);
+        let work_rx = Arc::new(Mutex::new(work_rx));
+        let (parsed_tx, parsed_rx) = channel();
+        let in_flight = 4 * parsers;
+        let (tokens, tokens_rx) = sync_channel::<()>(in_flight);
+        for _ in 0..in_flight {
+            let _ = tokens.send(());
+        }
+        std::thread::spawn(move || {
+            let (mut n, mut line_no) = (0u64, 0u64);
+            loop {
+                if tokens_rx.recv().is_err() {
+                    return;
+                }
+                let mut lines = Vec::with_capacity(CHUNK_LINES);
+                let first = line_no + 1;
+                let mut failed = None;
+                while lines.len() < CHUNK_LINES {
+                    let mut buf = String::new();
+                    match reader.read_line(&mut buf) {
+                        Ok(0) => break,
+                        Ok(_) => {
+                            line_no += 1;
+                            lines.push(buf);
+                        }
+                        Err(e) => {
+                            failed = Some(format!("reading line {}: {e}", line_no + 1));
+                            break;
+                        }
+                    }
+                }
+                let end = lines.len() < CHUNK_LINES;
+                if !lines.is_empty() {
+                    if work_tx.send((n, Ok(Chunk { first, lines }))).is_err() {
+                        return;
+                    }
+                    n += 1;
+                }
+                if let Some(e) = failed {
+                    let _ = work_tx.send((n, Err(e)));
+                    return;
+                }
+                if end {
+                    return;
+                }
+            }
+        });
+        for _ in 0..parsers {
+            let (work_rx, parsed_tx) = (work_rx.clone(), parsed_tx.clone());
+            std::thread::spawn(move || {
+                loop {
+                    let job = work_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let Ok((n, chunk)) = job else { return };
+                    let parsed = chunk.map(|c| {
+                        c.lines
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, l)| !l.trim().is_empty())
+                            .map(|(i, l)| (c.first + i as u64, parse_line(kind, l.trim())))
+                            .collect()
+                    });
+                    if parsed_tx.send((n, parsed)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Lines {
+            parsed: parsed_rx,
+            ahead: std::collections::BTreeMap::new(),
+            next_chunk: 0,
+            current: Vec::new().into_iter(),
+            tokens,
+            report,
+            bar,
+            done: false,
+        }
+    }
+
+    fn bad(&mut self, line_no: u64, violations: Bad) {
         let mut r = self.report.lock().unwrap_or_else(|e| e.into_inner());
         r.bad += 1;
         for (field, rule, msg) in violations {
@@ -54,7 +191,21 @@ impl Lines {
                 field
             };
             r.messages
-                .push(format!("line {}: {field}: {rule}: {msg}", self.line_no));
+                .push(format!("line {line_no}: {field}: {rule}: {msg}"));
+        }
+    }
+
+    /// The next chunk in file order; `None` at the end of the file.
+    fn next_chunk(&mut self) -> Option<Result<Parsed, String>> {
+        loop {
+            if let Some(c) = self.ahead.remove(&self.next_chunk) {
+                self.next_chunk += 1;
+                let _ = self.tokens.try_send(());
+                return Some(c);
+            }
+            // All senders gone and nothing ahead: the file is read.
+            let (n, c) = self.parsed.recv().ok()?;
+            self.ahead.insert(n, c);
         }
     }
 }
@@ -64,55 +215,34 @@ impl Iterator for Lines {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
+            if let Some((line_no, r)) = self.current.next() {
+                return Some(r.map_err(|v| self.bad(line_no, v)));
+            }
             if self.done {
                 return None;
             }
-            self.buf.clear();
-            match self.reader.read_line(&mut self.buf) {
-                Ok(0) => {
+            match self.next_chunk() {
+                None => {
                     self.done = true;
                     self.bar.finish_and_clear();
                     return None;
                 }
-                Ok(_) => {}
-                Err(e) => {
+                Some(Err(e)) => {
                     self.done = true;
-                    let mut r = self.report.lock().unwrap_or_else(|e| e.into_inner());
-                    r.io_error = Some(format!("reading line {}: {e}", self.line_no + 1));
+                    self.report
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .io_error = Some(e);
                     return Some(Err(()));
                 }
-            }
-            self.line_no += 1;
-            if self.line_no.is_multiple_of(4096) {
-                self.bar.set_position(self.line_no);
-                self.report.lock().unwrap_or_else(|e| e.into_inner()).lines = self.line_no;
-            }
-            let line = self.buf.trim();
-            if line.is_empty() {
-                continue;
-            }
-            let value: Value = match serde_json::from_str(line) {
-                Ok(v) => v,
-                Err(e) => {
-                    self.bad(vec![(
-                        String::new(),
-                        "malformed_json",
-                        format!("the line is not JSON: {e}"),
-                    )]);
-                    return Some(Err(()));
+                Some(Ok(parsed)) => {
+                    if let Some((last, _)) = parsed.last() {
+                        self.bar.set_position(*last);
+                        self.report.lock().unwrap_or_else(|e| e.into_inner()).lines = *last;
+                    }
+                    self.current = parsed.into_iter();
                 }
-            };
-            return Some(match parse_record(self.kind, &value, &JsonPath::root()) {
-                Ok(r) => Ok(r),
-                Err(v) => {
-                    self.bad(
-                        v.iter()
-                            .map(|v| (v.path(), v.rule().as_str(), v.message().to_string()))
-                            .collect(),
-                    );
-                    Err(())
-                }
-            });
+            }
         }
     }
 }
@@ -139,15 +269,7 @@ pub(super) async fn run(store: &dyn Store, args: ImportArgs) -> Result<Value, Fa
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
     let report = Arc::new(Mutex::new(Report::default()));
-    let lines = Lines {
-        reader,
-        kind,
-        line_no: 0,
-        buf: String::new(),
-        report: report.clone(),
-        bar,
-        done: false,
-    };
+    let lines = Lines::start(reader, kind, report.clone(), bar);
     let started = Instant::now();
     let written = store
         .import(&args.team, kind, Box::new(lines), Timestamp::now())

@@ -57,6 +57,13 @@ pub enum Command {
     /// List the stored rows that cannot be read, one JSON object a line; exit 1 when
     /// there is any (contract section 11). The server leaves such rows out of answers.
     Check,
+    /// Copy the embedded store, while it serves, to a new file (SQLite stores only;
+    /// PostgreSQL is backed up with its own tools, e.g. pg_dump).
+    Backup {
+        /// The file to write; it must not exist yet.
+        #[arg(long)]
+        to: std::path::PathBuf,
+    },
     /// Manage teams.
     #[command(subcommand)]
     Team(TeamCommand),
@@ -299,6 +306,10 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
             vec![json!({"key_id": key_id, "revoked": true})]
         }
         Command::Import(args) => vec![import::run(store.as_ref(), args).await?],
+        Command::Backup { to } => {
+            store.close().await?;
+            vec![backup(&cli.store, &to).await?]
+        }
         Command::Audit { team } => {
             store.billing(&team).await?;
             store
@@ -328,6 +339,21 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
     };
     store.close().await?;
     Ok(out.into_iter().map(|v: Value| v.to_string()).collect())
+}
+
+/// `backup`: copies an embedded store to `to` while it may be serving.
+async fn backup(spec: &str, to: &std::path::Path) -> Result<Value, Failure> {
+    let Some(s) = store::open_sqlite(spec).await else {
+        return Err(format!(
+            "`backup` copies an embedded (sqlite:) store; back up {} with its own tools (PostgreSQL: pg_dump)",
+            spec.split(':').next().unwrap_or(spec)
+        )
+        .into());
+    };
+    let s = s?;
+    let bytes = s.backup(to).await?;
+    s.close().await?;
+    Ok(json!({"backup": to.display().to_string(), "bytes": bytes}))
 }
 
 /// Creates a key for a team; returns its id and the key (shown once).

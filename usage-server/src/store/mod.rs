@@ -295,15 +295,8 @@ pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
     if spec == "memory:" || spec == "memory" {
         return Ok(Arc::new(memory::MemoryStore::new()));
     }
-    if let Some(path) = spec.strip_prefix("sqlite:") {
-        let path = path.strip_prefix("//").unwrap_or(path);
-        if path.is_empty() {
-            return Err("`sqlite:` needs a path, e.g. sqlite:usage.db".into());
-        }
-        let s = sqlite::SqliteStore::open(std::path::Path::new(path))
-            .await
-            .map_err(|e| format!("cannot open {spec}: {e}"))?;
-        return Ok(Arc::new(s));
+    if let Some(s) = open_sqlite(spec).await {
+        return Ok(Arc::new(s?));
     }
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
         let s = postgres::PgStore::open(spec)
@@ -314,6 +307,23 @@ pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
     Err(format!(
         "unknown store `{spec}`: use memory:, sqlite:PATH or postgres://…"
     ))
+}
+
+/// Opens the SQLite store a `--store` value names; `None` when it names another store.
+///
+/// # Errors
+/// `sqlite:` without a path, or a file that cannot be opened or migrated.
+pub async fn open_sqlite(spec: &str) -> Option<Result<sqlite::SqliteStore, String>> {
+    let path = spec.strip_prefix("sqlite:")?;
+    let path = path.strip_prefix("//").unwrap_or(path);
+    if path.is_empty() {
+        return Some(Err("`sqlite:` needs a path, e.g. sqlite:usage.db".into()));
+    }
+    Some(
+        sqlite::SqliteStore::open(std::path::Path::new(path))
+            .await
+            .map_err(|e| format!("cannot open {spec}: {e}")),
+    )
 }
 
 /// Checks a batch with [`TeamData::prepare`] for the kinds whose rules read stored data.

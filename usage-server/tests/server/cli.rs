@@ -310,3 +310,101 @@ async fn admin_changes_reach_a_running_server() {
     );
     s.kill9();
 }
+
+/// An import of many chunks (the parsers work on 4,096 lines at a time, several at once)
+/// reports its bad lines in file order and counts every record.
+#[test]
+fn a_large_import_reports_bad_lines_in_file_order() {
+    let f = fixture();
+    let file = f._dir.path().join("large.jsonl");
+    let mut lines: Vec<String> = (0..13_000).map(|i| auto(i, 1)).collect();
+    for at in [12_000, 4_096, 4_097, 9_001] {
+        lines[at] = format!("{{\"bad\": {at}}}");
+    }
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let path = file.to_str().unwrap();
+    let (code, _, err) = admin(
+        &f.store,
+        &["import", "--team", &f.team, "--kind", "autocomplete", path],
+    );
+    assert_eq!(code, 1, "{err}");
+    let bad_lines: Vec<&str> = err
+        .lines()
+        .skip(1)
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    let mut want: Vec<String> = Vec::new();
+    for line in [4_097, 4_098, 9_002, 12_001] {
+        // Each bad record has an unknown field and misses every required one.
+        want.extend(std::iter::repeat_n(format!("line {line}"), 9));
+    }
+    want.truncate(20);
+    assert_eq!(bad_lines, want, "{err}");
+    assert!(
+        err.lines()
+            .next()
+            .unwrap()
+            .contains("4 bad autocomplete record(s)"),
+        "{err}"
+    );
+    std::fs::write(
+        &file,
+        (0..13_000)
+            .map(|i| auto(i, 1))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        ok(
+            &f.store,
+            &["import", "--team", &f.team, "--kind", "autocomplete", path]
+        ),
+        json!({"kind": "autocomplete", "records": 13_000})
+    );
+}
+
+/// `backup` copies a store beside its running server; the copy is private, serves the
+/// same answers, and is never written over.
+#[tokio::test]
+async fn backup_copies_a_serving_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let file = f._dir.path().join("some.jsonl");
+    std::fs::write(
+        &file,
+        (0..50).map(|i| auto(i, 3)).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    ok(
+        &f.store,
+        &["import", "--team", &f.team, "--kind", "autocomplete", path],
+    );
+    let s = Server::start(&f.store, &[], &f.log);
+    let copy = f._dir.path().join("copy.db");
+    let out = ok(&f.store, &["backup", "--to", copy.to_str().unwrap()]);
+    assert_eq!(out["backup"], copy.to_str().unwrap());
+    assert!(out["bytes"].as_u64().unwrap() > 0, "{out}");
+    let mode = std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let (code, _, err) = admin(&f.store, &["backup", "--to", copy.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("exists"), "{err}");
+    let (code, _, err) = admin("memory:", &["backup", "--to", "x.db"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("`backup` copies an embedded (sqlite:) store"),
+        "{err}"
+    );
+    drop(s);
+    let from_copy = Server::start(&format!("sqlite:{}", copy.display()), &[], &f.log);
+    let sum = json!({"service_key": f.key, "query_requests": [{"data_source": "QUERY_DATA_SOURCE_USER_DATA",
+        "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"}]}]});
+    let (st, v) = from_copy.post("Analytics", sum).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        v["queryResults"][0]["responseItems"][0]["item"]["sum_num_acceptances"],
+        "150"
+    );
+}

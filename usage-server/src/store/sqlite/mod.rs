@@ -286,6 +286,27 @@ impl SqliteStore {
         });
     }
 
+    /// Writes a consistent copy of the whole store to `to`, a file that must not exist or
+    /// be empty, while other processes keep reading and writing (`VACUUM INTO` on a read
+    /// snapshot); the copy is private to its owner like the store. Returns its size.
+    ///
+    /// # Errors
+    /// When `to` exists and is not empty, or cannot be written.
+    pub async fn backup(&self, to: &Path) -> StoreResult<u64> {
+        let to = to.to_path_buf();
+        self.blocking(move |i| {
+            create_private(&to)?;
+            let target = to.to_str().ok_or_else(|| {
+                StoreError::Unavailable(format!("{} is no UTF-8 path", to.display()))
+            })?;
+            i.with_reader(|conn| conn.execute("VACUUM INTO ?1", [target]).map_err(db_err))?;
+            std::fs::metadata(&to)
+                .map(|m| m.len())
+                .map_err(|e| StoreError::Unavailable(format!("{}: {e}", to.display())))
+        })
+        .await
+    }
+
     /// Turns the compactions that [`Store::refresh`] starts in the background on or off
     /// (on by default): a process that only reads, or a test that compacts by hand.
     pub fn set_auto_compact(&self, on: bool) {
