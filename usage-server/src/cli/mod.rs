@@ -8,7 +8,6 @@ mod import;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
@@ -453,7 +452,7 @@ async fn serve(store: Arc<dyn Store>, args: ServeArgs) -> Result<(), Failure> {
             per_minute: args.rate_per_minute,
             burst: args.rate_burst,
         },
-        poll_interval: Duration::from_secs(1),
+        poll_interval: http::POLL_INTERVAL,
         timeouts: http::Timeouts::default(),
     };
     http::serve(store, config, listener, shutdown_signal()).await;

@@ -31,6 +31,9 @@ use crate::store::Store;
 /// How long in-flight requests may take to finish after a shutdown signal.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The default [`Config::poll_interval`].
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
 /// What a client may still send past a body limit before the server stops reading it
 /// (the 413 is answered after the body is drained, so the client can read it).
 const DRAIN_MAX: usize = 64 << 20;
@@ -46,7 +49,10 @@ pub struct Config {
     pub max_ingest_bytes: usize,
     /// Rate limit per key.
     pub rate: RateConfig,
-    /// How often the store is polled for changes made by other processes.
+    /// How often the store is polled for changes made by other processes (its change
+    /// counter; the records of teams that changed). 250 ms by default, so that cached
+    /// keys, caps and billing ([`crate::store::cached`]) reflect another process's write
+    /// well within their one-second bound.
     pub poll_interval: Duration,
     /// Slow and idle clients (contract section 11).
     pub timeouts: Timeouts,
@@ -59,7 +65,7 @@ impl Default for Config {
             max_body_bytes: 1 << 20,
             max_ingest_bytes: 16 << 20,
             rate: RateConfig::default(),
-            poll_interval: Duration::from_secs(1),
+            poll_interval: POLL_INTERVAL,
             timeouts: Timeouts::default(),
         }
     }

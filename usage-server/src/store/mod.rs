@@ -11,6 +11,7 @@
 //! `billing`, `records`); what both do alike lives once, in `shared.rs`.
 
 pub mod billing;
+pub mod cached;
 pub mod conformance;
 pub mod memory;
 pub mod postgres;
@@ -237,6 +238,13 @@ pub trait Store: TeamStore + RecordStore + CapStore + BillingStore {
     async fn refresh(&self) -> StoreResult<()> {
         Ok(())
     }
+    /// The store's change counter: a number that moves whenever any process writes to the
+    /// store, read without touching the data. `None` (the default): the store has no
+    /// cheap counter, so nothing may cache its answers ([`cached::CachedMeta`] then reads
+    /// through).
+    async fn change_version(&self) -> StoreResult<Option<i64>> {
+        Ok(None)
+    }
     /// Loads every team's data into memory where the store caches it, and learns of the
     /// stored rows that cannot be read ([`Store::unreadable_count`]).
     async fn preload(&self) -> StoreResult<()> {
@@ -296,7 +304,12 @@ pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
         return Ok(Arc::new(memory::MemoryStore::new()));
     }
     if let Some(s) = open_sqlite(spec).await {
-        return Ok(Arc::new(s?));
+        // Keys, teams, caps and billing from memory while the change counter is polled
+        // (a running server's poller); without polling every call reads the file.
+        return Ok(Arc::new(cached::CachedMeta::new(
+            Arc::new(s?),
+            cached::MAX_AGE,
+        )));
     }
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
         let s = postgres::PgStore::open(spec)

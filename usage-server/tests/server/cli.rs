@@ -234,7 +234,7 @@ async fn admin_changes_reach_a_running_server() {
             file.to_str().unwrap(),
         ],
     );
-    // Seen within 5 s (the server polls every second); poll a bounded number of times.
+    // Seen within 5 s (the server polls every 250 ms); poll a bounded number of times.
     let mut seen = false;
     for _ in 0..100 {
         let (_, v) = s.post("Analytics", total()).await;
@@ -269,13 +269,23 @@ async fn admin_changes_reach_a_running_server() {
         &f.store,
         &["key", "revoke", "--key-id", k["key_id"].as_str().unwrap()],
     );
-    let (st, v) = s
-        .post(
-            "GetUsageConfig",
-            json!({"service_key": key, "team_level": true}),
-        )
-        .await;
-    assert_eq!((st, v["code"].as_str()), (401, Some("unauthenticated")));
+    // The server caches keys and checks the store's change counter every 250 ms
+    // (docs/decisions.md); bounded retries, the latency is measured in hotpath.rs.
+    let mut refused = (0, None);
+    for _ in 0..100 {
+        let (st, v) = s
+            .post(
+                "GetUsageConfig",
+                json!({"service_key": key, "team_level": true}),
+            )
+            .await;
+        refused = (st, v["code"].as_str().map(str::to_string));
+        if st == 401 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(refused, (401, Some("unauthenticated".to_string())));
     // Caps set over HTTP show in the audit log and the effective cap.
     ok(
         &f.store,

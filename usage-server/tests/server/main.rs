@@ -11,6 +11,7 @@ mod common;
 mod cli;
 mod errors;
 mod fidelity;
+mod hotpath;
 mod ops;
 mod permissions;
 mod process;

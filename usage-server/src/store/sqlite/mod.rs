@@ -265,6 +265,19 @@ impl Store for SqliteStore {
         })
         .await
     }
+
+    async fn change_version(&self) -> StoreResult<Option<i64>> {
+        self.blocking(|i| {
+            i.with_reader(|conn| {
+                conn.query_row("SELECT value FROM meta WHERE key = 'version'", [], |r| {
+                    r.get(0)
+                })
+                .map(Some)
+                .map_err(db_err)
+            })
+        })
+        .await
+    }
 }
 
 impl SqliteStore {
