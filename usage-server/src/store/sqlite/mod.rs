@@ -1,7 +1,9 @@
 //! `sqlite:PATH`: the embedded durable store.
 //!
 //! Teams, keys, caps, the audit log and billing are read from SQLite on every call, so a
-//! change made by another process (an admin command, a second server) is seen at once.
+//! change made by another process (an admin command, a second server) is seen at once;
+//! `store::open` puts the cache of `store/cached.rs` in front, which answers keys, teams,
+//! caps and billing from memory between two checks of the change counter.
 //! Records are stored in the evaluator's columnar form, as one segment per team and kind
 //! plus a log of the writes since ([`segments`]); they are loaded into one [`TeamData`]
 //! per team and kept current by [`Store::refresh`]: every write bumps a change counter
