@@ -63,6 +63,7 @@ if [ -z "$bin" ]; then
 else
   what="BIN=$bin"
 fi
+step="server binary"
 [ -x "$bin" ] || fail "no executable at $bin"
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 
