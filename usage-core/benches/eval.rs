@@ -12,10 +12,16 @@
 //!   each query `R` times as a JSON request decoded, validated and answered by
 //!   `TeamData::analytics` (the server's code path), and writes load time, memory,
 //!   medians and the answers (columns in the SQL's order) as JSON.
+//! - `jsonl --csv PATH --out PATH`: rewrites the CSV as JSONL records of the contract's load
+//!   format (section 8: `hour` as RFC 3339 UTC, counts as numbers), what `usage-server
+//!   import --kind autocomplete` reads (`bench/embedded.sh`).
+//! - `queries --first-day YYYY-MM-DD`: prints the six queries, one JSON line each:
+//!   `{"name", "body", "columns"}`, the request body (service key not included) and the
+//!   aliases in the SQL's column order (`bench/embedded.sh` sends them over HTTP).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -324,6 +330,70 @@ fn run(csv: &str, runs: usize, out: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The CSV as JSONL load records. Byte-level: the CSV's fields are plain (hex keys,
+/// identifiers, dotted versions, digits), checked here rather than escaped.
+fn to_jsonl(csv: &str, out: &str) -> std::io::Result<()> {
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(csv)?);
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(out)?);
+    let (mut line, mut n) = (String::new(), 0u64);
+    reader.read_line(&mut line)?;
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            break;
+        }
+        let bad = || std::io::Error::other(format!("bad line: {line}"));
+        let mut f = [""; 8];
+        let mut parts = line.trim_end().split(',');
+        for x in &mut f {
+            *x = parts.next().ok_or_else(bad)?;
+        }
+        let plain = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        };
+        let hour = f[1].as_bytes();
+        if !f.iter().enumerate().all(|(i, s)| i == 1 || plain(s))
+            || hour.len() != 19
+            || hour[10] != b' '
+        {
+            return Err(bad());
+        }
+        writeln!(
+            out,
+            "{{\"api_key\":\"{}\",\"hour\":\"{}T{}Z\",\"language\":\"{}\",\"ide\":\"{}\",\"version\":\"{}\",\"num_acceptances\":{},\"num_lines_accepted\":{},\"num_bytes_accepted\":{}}}",
+            f[0],
+            &f[1][..10],
+            &f[1][11..],
+            f[2],
+            f[3],
+            f[4],
+            f[5],
+            f[6],
+            f[7]
+        )?;
+        n += 1;
+    }
+    out.flush()?;
+    eprintln!("wrote {n} records");
+    Ok(())
+}
+
+/// The six queries as JSON lines: name, request body, columns.
+fn print_queries(first_day: &str) -> std::io::Result<()> {
+    let d0 = Date::parse(first_day)
+        .ok_or_else(|| std::io::Error::other(format!("bad first day {first_day}")))?;
+    let mut out = std::io::stdout().lock();
+    for (name, body, columns) in queries(d0) {
+        writeln!(
+            out,
+            "{}",
+            json!({"name": name, "body": body, "columns": columns})
+        )?;
+    }
+    Ok(())
+}
+
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -335,7 +405,8 @@ fn main() -> std::io::Result<()> {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
-    let usage = "usage: eval gen --rows N --csv PATH | eval run --csv PATH [--runs R] --out PATH";
+    let usage = "usage: eval gen --rows N --csv PATH | eval run --csv PATH [--runs R] --out PATH \
+                 | eval jsonl --csv PATH --out PATH | eval queries --first-day YYYY-MM-DD";
     match args.first().map(String::as_str) {
         Some("gen") => {
             let rows = flag("--rows").and_then(|r| r.parse().ok()).expect(usage);
@@ -349,6 +420,8 @@ fn main() -> std::io::Result<()> {
                 &flag("--out").expect(usage),
             )
         }
+        Some("jsonl") => to_jsonl(&flag("--csv").expect(usage), &flag("--out").expect(usage)),
+        Some("queries") => print_queries(&flag("--first-day").expect(usage)),
         _ => {
             eprintln!("{usage}");
             Ok(())
