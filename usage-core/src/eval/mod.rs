@@ -428,6 +428,11 @@ impl TeamData {
     pub fn usage_heap_bytes(&self) -> usize {
         self.tables.iter().map(Table::heap_bytes).sum()
     }
+
+    /// The usage records held, all kinds together (no scan: one count per kind).
+    pub fn usage_rows(&self) -> usize {
+        self.tables.iter().map(Table::len).sum()
+    }
 }
 
 /// The record kind a data source reads.

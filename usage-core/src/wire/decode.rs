@@ -78,6 +78,25 @@ pub trait Request: DeserializeOwned {
     const SPEC: &'static ObjectSpec;
 }
 
+/// Whether `key` is `name` in lowerCamelCase ([`camel`]), without making the camelCase
+/// string (field lookups run once per key of every request).
+pub fn is_camel(name: &str, key: &str) -> bool {
+    let mut k = key.chars();
+    let mut up = false;
+    for c in name.chars() {
+        if c == '_' {
+            up = true;
+            continue;
+        }
+        let want = if up { c.to_ascii_uppercase() } else { c };
+        up = false;
+        if k.next() != Some(want) {
+            return false;
+        }
+    }
+    k.next().is_none()
+}
+
 /// The lowerCamelCase spelling of a snake_case name.
 pub fn camel(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
@@ -264,7 +283,7 @@ mod scan {
 
     use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
 
-    use super::{Kind, ObjectSpec, camel, display, expected};
+    use super::{Kind, ObjectSpec, display, expected, is_camel};
     use crate::error::{JsonPath, Rule, Violation, Violations};
 
     /// What to do with a value of each JSON kind; `got` is the kind as `kind_name` names
@@ -388,7 +407,7 @@ mod scan {
             let field = spec
                 .fields
                 .iter()
-                .position(|f| f.name == key || camel(f.name) == key);
+                .position(|f| f.name == key || is_camel(f.name, &key));
             let Some(i) = field else {
                 map.next_value_seed(Skip)?;
                 continue;
@@ -621,7 +640,7 @@ impl Cx {
             match spec
                 .fields
                 .iter()
-                .position(|f| f.name == key || camel(f.name) == *key)
+                .position(|f| f.name == key || is_camel(f.name, key))
             {
                 Some(i) => occurrences[i].push((pos, key.as_str(), v)),
                 None => {
@@ -1119,5 +1138,18 @@ mod tests {
         assert_eq!(camel("query_requests"), "queryRequests");
         assert_eq!(camel("set_add_on_credit_cap"), "setAddOnCreditCap");
         assert_eq!(camel("kind"), "kind");
+        for name in [
+            "query_requests",
+            "set_add_on_credit_cap",
+            "kind",
+            "a_b",
+            "x__y",
+            "trailing_",
+        ] {
+            assert!(is_camel(name, &camel(name)), "{name}");
+            assert!(!is_camel(name, &format!("{}x", camel(name))), "{name}");
+            assert!(!is_camel(name, &camel(name)[1..]), "{name}");
+        }
+        assert!(!is_camel("query_requests", "query_requests"));
     }
 }

@@ -35,9 +35,19 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", hex(&random::<10>()))
 }
 
-/// A new request id.
+/// A new request id: 24 hex digits, unique within the process (a counter through the
+/// SplitMix64 finalizer, a bijection) and across processes (a random salt drawn once).
+/// Ids are not secrets, so a request costs no call to the OS's random source.
 pub fn new_request_id() -> String {
-    format!("req_{}", hex(&random::<12>()))
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SALT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let salt = *SALT.get_or_init(|| u64::from_le_bytes(random::<8>()));
+    let mut x = (salt ^ NEXT.fetch_add(1, Ordering::Relaxed)).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    format!("req_{:08x}{x:016x}", salt >> 32)
 }
 
 /// SHA-256 of a key.
@@ -77,6 +87,27 @@ pub fn parse_permissions(s: &str) -> Result<Vec<Permission>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_ids_are_distinct_and_shaped() {
+        let ids: std::collections::HashSet<String> =
+            (0..100_000).map(|_| new_request_id()).collect();
+        assert_eq!(ids.len(), 100_000);
+        for id in ids.iter().take(100) {
+            assert_eq!(id.len(), 4 + 24, "{id}");
+            assert!(id.starts_with("req_"), "{id}");
+            assert!(
+                id[4..]
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+                "{id}"
+            );
+        }
+        let a = new_request_id();
+        let b = new_request_id();
+        assert_eq!(a[..12], b[..12], "one salt a process");
+        assert_ne!(a[12..], b[12..]);
+    }
 
     #[test]
     fn keys_are_random_prefixed_and_hashed() {

@@ -394,7 +394,8 @@ impl RecordStore for SqliteStore {
 
     async fn has_user(&self, team: &str, email: &str) -> StoreResult<bool> {
         let e = email.to_string();
-        self.read_team(team, move |d| Ok(d.user(&e).is_some())).await
+        self.read_team(team, move |d| Ok(d.user(&e).is_some()))
+            .await
     }
 
     async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>> {
@@ -403,15 +404,15 @@ impl RecordStore for SqliteStore {
     }
 }
 
-/// A team whose records take at most this many bytes is answered on the caller's thread:
-/// its answers take microseconds, less than the hand-off to the blocking pool (which was
-/// half of a small query's cost). Larger teams, and teams not loaded yet or being
-/// written, go to the blocking pool so that no answer holds up the async runtime.
-const INLINE_BYTES: usize = 2 << 20;
+/// A team of at most this many usage records is answered on the caller's thread: its
+/// answers take well under a millisecond, and the hand-off to the blocking pool was half
+/// of a small query's cost. Larger teams, and teams not loaded yet or being written, go
+/// to the blocking pool so that no answer holds up the async runtime for long.
+const INLINE_ROWS: usize = 100_000;
 
 impl SqliteStore {
     /// Answers `f` from a team's cached data: inline when that cannot block (see
-    /// [`INLINE_BYTES`]), else on the blocking pool.
+    /// [`INLINE_ROWS`]), else on the blocking pool.
     async fn read_team<T: Send + 'static>(
         &self,
         team: &str,
@@ -425,7 +426,7 @@ impl SqliteStore {
             .and_then(|c| c.get(team).cloned());
         if let Some(c) = cached
             && let Ok(d) = c.data.try_read()
-            && d.usage_heap_bytes() <= INLINE_BYTES
+            && d.usage_rows() <= INLINE_ROWS
         {
             return f(&d);
         }
