@@ -5,7 +5,7 @@
 //! `store::open` puts the cache of `store/cached.rs` in front, which answers keys, teams,
 //! caps and billing from memory between two checks of the change counter.
 //! Records are stored in the evaluator's columnar form, as one segment per team and kind
-//! plus a log of the writes since ([`segments`]); they are loaded into one [`TeamData`]
+//! plus a log of the writes since (`segments.rs`); they are loaded into one [`TeamData`]
 //! per team and kept current by [`Store::refresh`]: every write bumps a change counter
 //! (`meta.version`) and stamps its log entry and its team with it, so a reader only reads
 //! what changed, and long logs are folded into new segments in the background. WAL mode
