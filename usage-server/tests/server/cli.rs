@@ -5,7 +5,7 @@ use std::process::Stdio;
 
 use serde_json::json;
 
-use crate::process::{Server, admin, cmd, fixture, ok};
+use crate::process::{Server, admin, cmd, fixture, new_key, ok};
 
 fn auto(i: usize, n: i64) -> String {
     json!({"api_key": "k1", "hour": format!("2025-05-01T{:02}:00:00Z", i % 24), "language": format!("L{}", i / 24),
@@ -246,17 +246,7 @@ async fn admin_changes_reach_a_running_server() {
     }
     assert!(seen, "the import never reached the server");
     // A key made by the CLI works at once; revoked, it is refused.
-    let k = ok(
-        &f.store,
-        &[
-            "key",
-            "create",
-            "--team",
-            &f.team,
-            "--permissions",
-            "billing-read",
-        ],
-    );
+    let k = new_key(&f.store, &f.team, "billing-read");
     let key = k["service_key"].as_str().unwrap();
     let (st, _) = s
         .post(

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::process::{Server, fixture, ok};
+use crate::process::{Server, fixture, new_key, ok};
 
 /// Polls `op` with `body` until `done` holds; the time it took. Gives up after 5 s, the
 /// contract's bound (the design's is 1 s: a 250 ms poll and answers at most 1 s old).
@@ -33,17 +33,7 @@ async fn until(
 async fn cli_revocation_and_cap_reach_a_running_server_within_a_second() {
     let f = fixture();
     let s = Server::start(&f.store, &[], &f.log);
-    let k = ok(
-        &f.store,
-        &[
-            "key",
-            "create",
-            "--team",
-            &f.team,
-            "--permissions",
-            "billing-read",
-        ],
-    );
+    let k = new_key(&f.store, &f.team, "billing-read");
     let key = k["service_key"].as_str().unwrap();
     let read_cap = json!({"service_key": key, "team_level": true});
     // Used, so the server caches it; and the cap, unset.

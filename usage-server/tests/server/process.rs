@@ -32,6 +32,22 @@ pub fn ok(store: &str, args: &[&str]) -> Value {
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
 }
 
+/// A new key of `team` with `permissions` (comma-separated), made by the CLI: its
+/// `key_id` and `service_key`.
+pub fn new_key(store: &str, team: &str, permissions: &str) -> Value {
+    ok(
+        store,
+        &[
+            "key",
+            "create",
+            "--team",
+            team,
+            "--permissions",
+            permissions,
+        ],
+    )
+}
+
 pub struct Server {
     pub child: Child,
     pub line: Value,
@@ -114,16 +130,10 @@ pub fn fixture_on(dir: tempfile::TempDir, store: String) -> Fixture {
         .as_str()
         .unwrap()
         .to_string();
-    let key = ok(
+    let key = new_key(
         &store,
-        &[
-            "key",
-            "create",
-            "--team",
-            &team,
-            "--permissions",
-            "analytics-read,teams-read,billing-read,billing-write,usage-write",
-        ],
+        &team,
+        "analytics-read,teams-read,billing-read,billing-write,usage-write",
     )["service_key"]
         .as_str()
         .unwrap()
@@ -445,17 +455,7 @@ async fn two_servers_share_one_postgres_database() {
         )
     );
     // A key revoked by the CLI is refused by both at once.
-    let made = ok(
-        &f.store,
-        &[
-            "key",
-            "create",
-            "--team",
-            &f.team,
-            "--permissions",
-            "billing-read",
-        ],
-    );
+    let made = new_key(&f.store, &f.team, "billing-read");
     let (key_id, key) = (
         made["key_id"].as_str().unwrap(),
         made["service_key"].as_str().unwrap(),
@@ -485,17 +485,7 @@ async fn unreadable_rows_are_left_out_counted_and_listed(
         .as_str()
         .unwrap()
         .to_string();
-    let other_key = ok(
-        &f.store,
-        &[
-            "key",
-            "create",
-            "--team",
-            &other,
-            "--permissions",
-            "analytics-read,usage-write",
-        ],
-    )["service_key"]
+    let other_key = new_key(&f.store, &other, "analytics-read,usage-write")["service_key"]
         .as_str()
         .unwrap()
         .to_string();
