@@ -287,8 +287,11 @@ impl SqliteStore {
     /// a failure is logged and the log stays as it is.
     fn compact_in_background(&self) {
         let inner = self.inner.clone();
+        // Called on the async runtime: the checks never wait for a lock (a team being
+        // caught up or folded is looked at next time).
         if !inner.auto_compact.load(Ordering::Acquire)
-            || !inner.wants_compaction().unwrap_or(false)
+            || inner.compacting.load(Ordering::Acquire)
+            || !inner.wants_compaction()
             || inner.compacting.swap(true, Ordering::AcqRel)
         {
             return;

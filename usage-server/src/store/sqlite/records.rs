@@ -238,14 +238,15 @@ impl Inner {
         Ok(done)
     }
 
-    /// Whether a cached team has a log long enough to compact.
-    pub(super) fn wants_compaction(&self) -> StoreResult<bool> {
-        for c in self.cache.read().map_err(poisoned)?.values() {
-            if !c.pos.lock().map_err(poisoned)?.to_compact().is_empty() {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+    /// Whether a cached team has a log long enough to compact. Never waits: a team whose
+    /// position is locked (being caught up or folded) is skipped.
+    pub(super) fn wants_compaction(&self) -> bool {
+        let Ok(cache) = self.cache.try_read() else {
+            return false;
+        };
+        cache
+            .values()
+            .any(|c| c.pos.try_lock().is_ok_and(|p| !p.to_compact().is_empty()))
     }
 
     /// Writes records of one kind all-or-nothing. `Ok(None)`: the stream had a bad one.
