@@ -175,6 +175,8 @@ fn write_old_layout(path: &std::path::Path, data: &usage_core::testing::data::Da
     conn.execute_batch(MIGRATIONS[0].sql).unwrap();
     conn.execute("INSERT INTO migrations VALUES (1, 0)", [])
         .unwrap();
+    // One transaction: a sync per row would make the test wait on a busy disk.
+    conn.execute_batch("BEGIN").unwrap();
     conn.execute(
         "INSERT INTO teams (id, name, created, seq) VALUES ('t', 't', 0, 1)",
         [],
@@ -204,6 +206,7 @@ fn write_old_layout(path: &std::path::Path, data: &usage_core::testing::data::Da
         [],
     )
     .unwrap();
+    conn.execute_batch("COMMIT").unwrap();
     team
 }
 
