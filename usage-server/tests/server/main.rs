@@ -9,6 +9,7 @@
 mod common;
 
 mod cli;
+mod crash;
 mod errors;
 mod fidelity;
 mod hotpath;
