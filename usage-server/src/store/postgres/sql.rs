@@ -294,7 +294,16 @@ struct Gen<'a> {
     join_users: bool,
 }
 
-impl Gen<'_> {
+impl<'a> Gen<'a> {
+    fn new(d: &'a dyn Dialect, plan: &QueryPlan) -> Gen<'a> {
+        Gen {
+            d,
+            params: Vec::new(),
+            kind: plan.source.spec().record,
+            join_users: false,
+        }
+    }
+
     fn param(&mut self, p: Param) -> String {
         self.params.push(p);
         self.d.placeholder(self.params.len())
@@ -350,10 +359,15 @@ impl Gen<'_> {
     /// The bytewise/typed sort expression of a field.
     fn order_expr(&mut self, f: FieldRef) -> String {
         let e = self.expr(f);
+        self.order_of(f, &e)
+    }
+
+    /// The bytewise/typed sort expression of field `f` whose value is `e`.
+    fn order_of(&self, f: FieldRef, e: &str) -> String {
         match f.field().ty {
-            ValueType::Text | ValueType::Enum(_) | ValueType::Json => self.d.bytewise(&e),
-            ValueType::Version => self.version_key_of(f, &e),
-            _ => e,
+            ValueType::Text | ValueType::Enum(_) | ValueType::Json => self.d.bytewise(e),
+            ValueType::Version => self.version_key_of(f, e),
+            _ => e.to_string(),
         }
     }
 
@@ -461,6 +475,16 @@ impl Gen<'_> {
             }
             _ => {}
         }
+        let (out, parts) = self.plain_aggregate(f, agg);
+        cols.extend(parts.iter().map(|(a, _)| t(self.d, a)));
+        out
+    }
+
+    /// A selection's aggregate other than a distinct count, as its parts: per result
+    /// column, the aggregate over records and how partial aggregates of the same combine
+    /// ([`combine`]: SUM, MIN, MAX, or COUNT for counts).
+    fn plain_aggregate(&mut self, f: FieldRef, agg: Agg) -> (Out, Vec<(String, &'static str)>) {
+        let field = f.field();
         let e = self.expr(f);
         let summand = if field.ty == ValueType::Bool {
             format!("CASE WHEN {e} THEN 1 ELSE 0 END")
@@ -468,35 +492,30 @@ impl Gen<'_> {
             format!("COALESCE({e}, 0)")
         };
         match agg {
-            Agg::Count => {
-                cols.push(t(self.d, "COUNT(*)"));
-                Out::Total
-            }
-            Agg::Sum => {
-                cols.push(t(self.d, &format!("SUM({summand})")));
-                Out::Total
-            }
-            Agg::Avg => {
-                cols.push(t(self.d, &format!("SUM({summand})")));
-                cols.push(t(self.d, "COUNT(*)"));
-                Out::Avg
-            }
-            Agg::Max => {
-                cols.push(t(self.d, &format!("MAX({summand})")));
-                Out::Extreme
-            }
-            Agg::Min => {
-                cols.push(t(self.d, &format!("MIN({summand})")));
-                Out::Extreme
-            }
+            Agg::Count => (Out::Total, vec![("COUNT(*)".into(), "COUNT")]),
+            Agg::Sum => (Out::Total, vec![(format!("SUM({summand})"), "SUM")]),
+            Agg::Avg => (
+                Out::Avg,
+                vec![
+                    (format!("SUM({summand})"), "SUM"),
+                    ("COUNT(*)".into(), "COUNT"),
+                ],
+            ),
+            Agg::Max => (Out::Extreme, vec![(format!("MAX({summand})"), "MAX")]),
+            Agg::Min => (Out::Extreme, vec![(format!("MIN({summand})"), "MIN")]),
             Agg::Unspecified => unreachable!("an aggregated selection has a function"),
         }
     }
 
     fn value_col(&mut self, f: FieldRef, cols: &mut Vec<String>) -> Out {
-        let field = f.field();
         let e = self.expr(f);
         cols.push(self.d.to_text(&e));
+        self.value_out(f)
+    }
+
+    /// How the value column of field `f` decodes.
+    fn value_out(&self, f: FieldRef) -> Out {
+        let field = f.field();
         if field.expr == Expr::UserMetadata {
             Out::Metadata
         } else {
@@ -515,7 +534,8 @@ impl Gen<'_> {
 
 /// The statement answering one validated query, and how to decode its rows. `limit` is
 /// the result limit: the statement returns at most `limit + 1` rows, so that the caller
-/// can tell an answer over the limit.
+/// can tell an answer over the limit. Distinct counts are answered by nested grouping
+/// ([`nested`]) where it applies, else by `COUNT(DISTINCT …)` ([`flat_query`]).
 pub fn query(
     d: &dyn Dialect,
     plan: &QueryPlan,
@@ -524,13 +544,28 @@ pub fn query(
     range: TimeRange,
     limit: usize,
 ) -> (Statement, Vec<Output>) {
+    match nested_distinct(plan) {
+        Some(used) => {
+            let mut g = Gen::new(d, plan);
+            let team = g.param(Param::Text(team_id.to_string()));
+            nested(g, plan, &team, group_name, range, limit, &used)
+        }
+        None => flat_query(d, plan, team_id, group_name, range, limit),
+    }
+}
+
+/// [`query`] as one level of aggregation over the records: distinct counts by
+/// `COUNT(DISTINCT …)`.
+pub fn flat_query(
+    d: &dyn Dialect,
+    plan: &QueryPlan,
+    team_id: &str,
+    group_name: Option<&str>,
+    range: TimeRange,
+    limit: usize,
+) -> (Statement, Vec<Output>) {
     let kind = plan.source.spec().record;
-    let mut g = Gen {
-        d,
-        params: Vec::new(),
-        kind,
-        join_users: false,
-    };
+    let mut g = Gen::new(d, plan);
     let team = g.param(Param::Text(team_id.to_string()));
     let mut cols: Vec<String> = Vec::new();
     let mut outs: Vec<Output> = Vec::new();
@@ -616,6 +651,46 @@ pub fn query(
         }
     }
 
+    let wh = where_clause(&mut g, plan, &team, group_name, range);
+    let mut sql = String::new();
+    let _ = write!(sql, "SELECT {} FROM {} r", cols.join(", "), table(kind));
+    if g.join_users {
+        sql.push_str(USERS_JOIN);
+    }
+    let _ = write!(sql, " WHERE {}", wh.join(" AND "));
+    if !group_exprs.is_empty() {
+        let _ = write!(sql, " GROUP BY {}", group_exprs.join(", "));
+    }
+    if !order.is_empty() {
+        let _ = write!(sql, " ORDER BY {}", order.join(", "));
+    }
+    if matches!(
+        plan.shape,
+        QueryShape::Raw | QueryShape::Grouped | QueryShape::GroupValues
+    ) {
+        let _ = write!(sql, " LIMIT {}", limit.saturating_add(1));
+    }
+    (
+        Statement {
+            sql,
+            params: g.params,
+        },
+        outs,
+    )
+}
+
+/// The join of a record to its user (the agent source's `metadata`).
+const USERS_JOIN: &str = " LEFT JOIN users u ON u.team_id = r.team_id AND u.api_key = r.api_key";
+
+/// The conditions of a query's WHERE clause, over the record `r`: the team, readable rows,
+/// the group restriction, a PCW query's time range and the filters.
+fn where_clause(
+    g: &mut Gen<'_>,
+    plan: &QueryPlan,
+    team: &str,
+    group_name: Option<&str>,
+    range: TimeRange,
+) -> Vec<String> {
     let mut wh = vec![format!("r.team_id = {team}"), format!("r.{READABLE}")];
     if let Some(name) = group_name {
         let p = g.param(Param::Text(name.to_string()));
@@ -639,23 +714,244 @@ pub fn query(
         let c = g.filter(f.field, &f.test);
         wh.push(c);
     }
+    wh
+}
 
-    let mut sql = String::new();
-    let _ = write!(sql, "SELECT {} FROM {} r", cols.join(", "), table(kind));
-    if g.join_users {
-        sql.push_str(" LEFT JOIN users u ON u.team_id = r.team_id AND u.api_key = r.api_key");
+/// A distinct count of the schema, by the key it counts: a developer (`api_key`), a
+/// developer and UTC day, a developer and UTC hour. Ordered coarse to fine: the key of each
+/// determines the coarser ones' (an hour falls within one day).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Distinct {
+    Users,
+    Days,
+    Hours,
+}
+
+/// The key columns of the nested statement, coarse to fine.
+const KEY_COLUMNS: [&str; 3] = ["k_user", "k_day", "k_hour"];
+
+impl Distinct {
+    fn of(e: Expr) -> Option<Distinct> {
+        match e {
+            Expr::DistinctUsers => Some(Distinct::Users),
+            Expr::DistinctDeveloperDays => Some(Distinct::Days),
+            Expr::DistinctDeveloperHours => Some(Distinct::Hours),
+            _ => None,
+        }
     }
-    let _ = write!(sql, " WHERE {}", wh.join(" AND "));
-    if !group_exprs.is_empty() {
-        let _ = write!(sql, " GROUP BY {}", group_exprs.join(", "));
+
+    /// The key columns that identify one counted value.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Distinct::Users => &["k_user"],
+            Distinct::Days => &["k_user", "k_day"],
+            Distinct::Hours => &["k_user", "k_hour"],
+        }
+    }
+
+    /// The column holding the count in the nested statement.
+    fn alias(self) -> &'static str {
+        match self {
+            Distinct::Users => "n_user",
+            Distinct::Days => "n_day",
+            Distinct::Hours => "n_hour",
+        }
+    }
+}
+
+/// The key columns of a set of distinct counts, coarse to fine.
+fn key_columns(ds: &[Distinct]) -> Vec<&'static str> {
+    KEY_COLUMNS
+        .into_iter()
+        .filter(|k| ds.iter().any(|d| d.keys().contains(k)))
+        .collect()
+}
+
+/// The distinct counts of an aggregating query, fine to coarse, when it has any and they
+/// can be answered by nested grouping ([`nested`]): their keys are never NULL (`api_key`
+/// and the record's time are required), so counting groups counts what `COUNT(DISTINCT)`
+/// counts.
+fn nested_distinct(plan: &QueryPlan) -> Option<Vec<Distinct>> {
+    if !matches!(plan.shape, QueryShape::Total | QueryShape::Grouped) {
+        return None;
+    }
+    let kind = plan.source.spec().record;
+    let required =
+        |name: Option<&str>| name.and_then(|n| kind.field(n)).is_some_and(|f| f.required);
+    if !required(Some("api_key")) || !required(kind.time) {
+        return None;
+    }
+    let mut used: Vec<Distinct> = plan
+        .selections
+        .iter()
+        .filter_map(|s| Distinct::of(s.field.field().expr))
+        .collect();
+    used.sort();
+    used.dedup();
+    used.reverse();
+    (!used.is_empty()).then_some(used)
+}
+
+/// Partial aggregates in column `col` combined by `f`: SUM, MIN, MAX, or COUNT, the sum of
+/// partial counts, 0 over no rows as `COUNT` is (so that the rows are the flat statement's).
+fn combine(f: &str, col: &str) -> String {
+    match f {
+        "COUNT" => format!("COALESCE(SUM({col}), 0)"),
+        _ => format!("{f}({col})"),
+    }
+}
+
+/// A selection of the nested statement: a distinct count, or partial aggregates (indices
+/// into the partials, each with its combining function).
+enum Part {
+    Distinct(Distinct),
+    Partials(Vec<usize>),
+}
+
+/// The statement of an aggregating query with distinct counts (`used`, fine to coarse), as
+/// nested grouping that PostgreSQL answers by hashing instead of sorting every record for
+/// `COUNT(DISTINCT …)`. The innermost level groups the records by the query's groups and
+/// the keys of every count, with partial aggregates of the other selections; each next
+/// level groups by the keys of the coarser counts only, counts the rows below (one per
+/// value of the finer key: the distinct count within the group) and combines the partials
+/// (SUM, MIN, MAX) and the finer counts (SUM: the coarser keys partition the finer ones);
+/// the last level groups by the query's groups alone.
+fn nested(
+    mut g: Gen<'_>,
+    plan: &QueryPlan,
+    team: &str,
+    group_name: Option<&str>,
+    range: TimeRange,
+    limit: usize,
+    used: &[Distinct],
+) -> (Statement, Vec<Output>) {
+    let d = g.d;
+    let mut outs: Vec<Output> = Vec::new();
+    // Selections, as parts.
+    let mut partials: Vec<(String, &'static str)> = Vec::new();
+    let mut parts: Vec<Part> = Vec::new();
+    for s in &plan.selections {
+        let (out, part) = match Distinct::of(s.field.field().expr) {
+            Some(k) => (Out::Total, Part::Distinct(k)),
+            None => {
+                let (out, ps) = g.plain_aggregate(s.field, s.agg);
+                let first = partials.len();
+                partials.extend(ps);
+                (out, Part::Partials((first..partials.len()).collect()))
+            }
+        };
+        parts.push(part);
+        outs.push(Output {
+            alias: s.alias.clone(),
+            out,
+        });
+    }
+    // The groups as `g0`, `g1`, ..., with their value columns and sort keys over those.
+    let mut groups: Vec<String> = Vec::new();
+    let mut values: Vec<String> = Vec::new();
+    let mut order: Vec<String> = Vec::new();
+    for gb in &plan.group_by {
+        let e = g.expr(gb.field);
+        let alias = format!("g{}", groups.len());
+        groups.push(e);
+        values.push(d.to_text(&alias));
+        outs.push(Output {
+            alias: gb.alias.clone(),
+            out: g.value_out(gb.field),
+        });
+        let o = g.order_of(gb.field, &alias);
+        if o == "r.version_key" {
+            // The stored key orders the groups; it depends on `version` alone.
+            order.push(format!("g{}", groups.len()));
+            groups.push(o);
+        } else {
+            order.push(o);
+        }
+    }
+    let group_aliases: Vec<String> = (0..groups.len()).map(|i| format!("g{i}")).collect();
+    let time = g.time_col();
+    let key_expr = |k: &str| match k {
+        // Keys compare bytewise: a locale collation is not needed.
+        "k_user" => d.bytewise("r.api_key"),
+        "k_day" => d.floor_div(&time, MICROS_PER_DAY),
+        _ => d.floor_div(&time, MICROS_PER_HOUR),
+    };
+
+    // The innermost level, over the records.
+    let wh = where_clause(&mut g, plan, team, group_name, range);
+    let mut sel: Vec<String> = Vec::new();
+    let mut by: Vec<String> = groups.clone();
+    for (e, a) in groups.iter().zip(&group_aliases) {
+        sel.push(format!("{e} AS {a}"));
+    }
+    for k in key_columns(used) {
+        let e = key_expr(k);
+        sel.push(format!("{e} AS {k}"));
+        by.push(e);
+    }
+    for (i, (a, _)) in partials.iter().enumerate() {
+        sel.push(format!("{a} AS p{i}"));
+    }
+    let mut sql = format!(
+        "SELECT {} FROM {} r{} WHERE {} GROUP BY {}",
+        sel.join(", "),
+        table(g.kind),
+        if g.join_users { USERS_JOIN } else { "" },
+        wh.join(" AND "),
+        by.join(", ")
+    );
+
+    // One level per distinct count, fine to coarse.
+    for (j, k) in used.iter().enumerate() {
+        let coarser = &used[j + 1..];
+        let mut sel: Vec<String> = Vec::new();
+        let mut by: Vec<String> = group_aliases.clone();
+        if coarser.is_empty() {
+            // The last level: the answer's columns.
+            for part in &parts {
+                match part {
+                    Part::Distinct(x) if x == k => sel.push(d.to_text("COUNT(*)")),
+                    Part::Distinct(x) => sel.push(d.to_text(&combine("COUNT", x.alias()))),
+                    Part::Partials(ps) => {
+                        for &i in ps {
+                            sel.push(d.to_text(&combine(partials[i].1, &format!("p{i}"))));
+                        }
+                    }
+                }
+            }
+            sel.extend(values.iter().cloned());
+            // Named apart from the group columns, which ORDER BY names (an unnamed
+            // `(g0)::text` would be named `g0`, and ORDER BY `g0` would sort the text).
+            for (i, c) in sel.iter_mut().enumerate() {
+                let _ = write!(c, " AS c{i}");
+            }
+        } else {
+            sel.extend(group_aliases.iter().cloned());
+            for c in key_columns(coarser) {
+                sel.push(c.to_string());
+                by.push(c.to_string());
+            }
+            for (i, (_, f)) in partials.iter().enumerate() {
+                sel.push(format!("{} AS p{i}", combine(f, &format!("p{i}"))));
+            }
+            for done in &used[..j] {
+                sel.push(format!(
+                    "{} AS {}",
+                    combine("COUNT", done.alias()),
+                    done.alias()
+                ));
+            }
+            sel.push(format!("COUNT(*) AS {}", k.alias()));
+        }
+        sql = format!("SELECT {} FROM ({sql}) s{j}", sel.join(", "));
+        if !by.is_empty() {
+            let _ = write!(sql, " GROUP BY {}", by.join(", "));
+        }
     }
     if !order.is_empty() {
         let _ = write!(sql, " ORDER BY {}", order.join(", "));
     }
-    if matches!(
-        plan.shape,
-        QueryShape::Raw | QueryShape::Grouped | QueryShape::GroupValues
-    ) {
+    if plan.shape == QueryShape::Grouped {
         let _ = write!(sql, " LIMIT {}", limit.saturating_add(1));
     }
     (

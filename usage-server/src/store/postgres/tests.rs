@@ -466,3 +466,172 @@ async fn users_and_groups_read_back_field_by_field() {
         assert_eq!(got, want, "{}", kind.name);
     }
 }
+
+/// Distinct counts are answered by nested grouping (`sql::nested`): every shape of
+/// selection list (one distinct count or several, of one key or of different keys, the
+/// same one twice, with every other aggregate, totals or grouped, by a stored version key,
+/// an empty answer, an answer over the limit) answers row for row as `COUNT(DISTINCT …)`
+/// (`sql::flat_query`) does, and as the in-memory evaluator does.
+#[tokio::test]
+async fn nested_distinct_counts_answer_like_count_distinct() {
+    use usage_core::JsonPath;
+    use usage_core::load::{Batch, parse_record};
+    use usage_core::plan::TimeRange;
+    use usage_core::schema::records::AUTOCOMPLETE;
+    use usage_core::testing::compare::check_analytics;
+    use usage_core::wire::AnalyticsRequest;
+    use usage_core::wire::decode::decode;
+
+    let schema = Schema::new("nested").await;
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    let team = new_team(&store).await;
+    let mut model = TeamData::new();
+    // Pseudo-random autocomplete records: 7 developers over 4 days (hours crossing
+    // midnight, so UTC and UTC-8 dates differ), 3 IDEs, 3 languages, versions ordered by
+    // their parts.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut records = Vec::new();
+    for _ in 0..900 {
+        let h = next(96);
+        let key = format!("k{}", next(7));
+        let hour = format!("2025-03-{:02}T{:02}:00:00Z", 1 + h / 24, h % 24);
+        let language = ["go", "python", "rust"][next(3) as usize];
+        let ide = ["vscode", "jetbrains", "vim"][next(3) as usize];
+        let version = ["1.9.0", "1.10.0", "1.2", "2.0"][next(4) as usize];
+        let (a, l, b) = (next(50), next(9), next(400));
+        let r = serde_json::json!({"api_key": key, "hour": hour, "language": language,
+            "ide": ide, "version": version, "num_acceptances": a,
+            "num_lines_accepted": l, "num_bytes_accepted": b});
+        records.push(parse_record(&AUTOCOMPLETE, &r, &JsonPath::root()).unwrap());
+    }
+    let batch = Batch {
+        kind: &AUTOCOMPLETE,
+        records,
+    };
+    let now = Timestamp(1_746_000_000_000_000);
+    let prepared = model.prepare(&batch, now).unwrap();
+    model.apply(&prepared);
+    store.ingest(&team, batch, now).await.unwrap();
+
+    let sel = |f: &str, agg: &str, name: &str| serde_json::json!({"field": f, "aggregation_function": format!("QUERY_AGGREGATION_{agg}"), "name": name});
+    let users = || serde_json::json!({"field": "distinct_users", "name": "u"});
+    let days = || serde_json::json!({"field": "distinct_developer_days", "name": "dd"});
+    let hours = || serde_json::json!({"field": "distinct_developer_hours", "name": "dh"});
+    let by = |f: &str| serde_json::json!({"field": f, "name": format!("by_{f}")});
+    let others = || {
+        vec![
+            sel("num_acceptances", "SUM", "s"),
+            sel("ide", "COUNT", "c"),
+            sel("num_bytes_accepted", "AVG", "a"),
+            sel("num_bytes_accepted", "MIN", "mn"),
+            sel("num_acceptances", "MAX", "mx"),
+        ]
+    };
+    let with = |mut v: Vec<serde_json::Value>, extra: Vec<serde_json::Value>| {
+        v.extend(extra);
+        v
+    };
+    let python = serde_json::json!([{"name": "language", "filter": "QUERY_FILTER_EQUAL", "value": "python"}]);
+    let nobody =
+        serde_json::json!([{"name": "language", "filter": "QUERY_FILTER_EQUAL", "value": "cobol"}]);
+    let cases: Vec<(
+        Vec<serde_json::Value>,
+        Vec<serde_json::Value>,
+        serde_json::Value,
+    )> = vec![
+        (vec![users()], vec![], serde_json::json!([])),
+        (vec![days()], vec![], serde_json::json!([])),
+        (vec![hours()], vec![], serde_json::json!([])),
+        (with(others(), vec![users()]), vec![], serde_json::json!([])),
+        (
+            with(vec![users(), days(), hours()], others()),
+            vec![],
+            serde_json::json!([]),
+        ),
+        (with(vec![hours()], others()), vec![], python.clone()),
+        (vec![users(), hours()], vec![], nobody.clone()),
+        (
+            vec![days(), hours()],
+            vec![by("ide")],
+            serde_json::json!([]),
+        ),
+        (
+            with(vec![users()], others()),
+            vec![by("date"), by("ide")],
+            serde_json::json!([]),
+        ),
+        (
+            with(vec![hours(), users()], others()),
+            vec![by("version")],
+            serde_json::json!([]),
+        ),
+        (
+            with(
+                vec![
+                    days(),
+                    serde_json::json!({"field": "distinct_developer_days", "name": "dd2"}),
+                ],
+                others(),
+            ),
+            vec![by("language")],
+            python.clone(),
+        ),
+        (
+            vec![users(), days(), hours()],
+            vec![by("api_key")],
+            serde_json::json!([]),
+        ),
+        (
+            with(vec![hours(), days()], others()),
+            vec![by("date UTC-8"), by("version")],
+            serde_json::json!([]),
+        ),
+        (vec![users(), days()], vec![by("ide")], nobody.clone()),
+    ];
+    let c = store.client().await.unwrap();
+    for (selections, aggregations, filters) in cases {
+        let body = serde_json::json!({"query_requests": [{
+            "data_source": "QUERY_DATA_SOURCE_USER_DATA", "selections": selections,
+            "aggregations": aggregations, "filters": filters}]});
+        let req = decode::<AnalyticsRequest>(body.to_string().as_bytes())
+            .unwrap()
+            .request;
+        let plan = usage_core::validate::analytics(&req, &Limits::default()).unwrap();
+        for result_items in [100_000, 2] {
+            let limits = Limits {
+                result_items,
+                ..Limits::default()
+            };
+            let q = &plan.queries[0];
+            let range = TimeRange::default();
+            let d = &dialect::Postgres;
+            let (nested, outs) = sql::query(d, q, &team, None, range, result_items);
+            let (flat, flat_outs) = sql::flat_query(d, q, &team, None, range, result_items);
+            assert!(
+                nested.sql.contains("FROM (SELECT"),
+                "{body}: {}",
+                nested.sql
+            );
+            assert_eq!(outs, flat_outs);
+            assert_eq!(
+                text_rows(&c, &nested).await.unwrap(),
+                text_rows(&c, &flat).await.unwrap(),
+                "{body}: {}",
+                nested.sql
+            );
+            let got = store.analytics(&team, &plan, &limits).await;
+            let got = got.map_err(|e| match e {
+                StoreError::Eval(e) => e,
+                other => panic!("store failed: {other}"),
+            });
+            check_analytics(&plan, &got, &model.analytics(&plan, &limits))
+                .unwrap_or_else(|e| panic!("{body}: {e}"));
+        }
+    }
+}
