@@ -220,6 +220,11 @@ fn field(f: &RecordField, row: &Row) -> Result<FieldValue, tokio_postgres::Error
     })
 }
 
+/// The names of the users, groups and memberships tables, in that order.
+pub(super) fn table_names() -> [&'static str; 3] {
+    [USERS.name(), GROUPS.name(), MEMBERSHIPS]
+}
+
 /// DDL of the users, groups and memberships tables, in that order.
 pub(super) fn create_tables(d: &dyn Dialect) -> Vec<String> {
     let t = d.types();

@@ -6,6 +6,46 @@ use super::dialect::Postgres;
 use super::{PgStore, pg_err, sql};
 use crate::store::StoreResult;
 
+/// The small lookup tables every node may hold whole (Citus reference tables): a key is
+/// found by its hash before its team is known.
+pub const REFERENCE_TABLES: &[&str] = &["teams", "keys"];
+
+/// Every table whose primary key starts with `team_id` (Citus distributed tables,
+/// co-located by `team_id`), the first one the others are co-located with.
+pub fn team_tables() -> Vec<String> {
+    let mut out: Vec<String> = ["billing", "caps", "audit"].map(String::from).to_vec();
+    out.extend(super::people::table_names().map(String::from));
+    out.extend(
+        usage_core::schema::records::KINDS
+            .iter()
+            .filter(|k| sql::has_table(k))
+            .map(|k| sql::table(k)),
+    );
+    out
+}
+
+/// The statements that distribute the schema on Citus, after the store's migrations ran
+/// on the coordinator: the reference tables, then every team table co-located with the
+/// first. `schema_migrations` stays a local table of the coordinator.
+pub fn citus_statements() -> Vec<String> {
+    let mut out: Vec<String> = REFERENCE_TABLES
+        .iter()
+        .map(|t| format!("SELECT create_reference_table('{t}');"))
+        .collect();
+    let teams = team_tables();
+    for (i, t) in teams.iter().enumerate() {
+        out.push(if i == 0 {
+            format!("SELECT create_distributed_table('{t}', 'team_id');")
+        } else {
+            format!(
+                "SELECT create_distributed_table('{t}', 'team_id', colocate_with => '{}');",
+                teams[0]
+            )
+        });
+    }
+    out
+}
+
 /// The advisory lock that serializes migrations across instances.
 const MIGRATION_LOCK: i64 = 0x7573_6167_655f_6d67;
 

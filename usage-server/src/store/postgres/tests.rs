@@ -635,3 +635,64 @@ async fn nested_distinct_counts_answer_like_count_distinct() {
         }
     }
 }
+
+/// Every table the migrations create is a reference table or keyed by `team_id` first, and
+/// the Citus statements (docs/citus.md) name exactly those tables: the layout Citus needs,
+/// checked on PostgreSQL (Citus itself is not installed here).
+#[tokio::test]
+async fn every_table_is_a_reference_table_or_keyed_by_team_first() {
+    use super::schema::{REFERENCE_TABLES, team_tables};
+    let schema = Schema::new("citus").await;
+    let _store = PgStore::open(&schema.url()).await.unwrap();
+    let (c, conn) = tokio_postgres::connect(&base_url(), NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let rows = c
+        .query(
+            "SELECT c.relname::text, (SELECT a.attname::text FROM pg_index i \
+               JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] \
+               WHERE i.indrelid = c.oid AND i.indisprimary) \
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY 1",
+            &[&schema.name],
+        )
+        .await
+        .unwrap();
+    let found: Vec<(String, Option<String>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let mut want: Vec<String> = team_tables();
+    want.extend(REFERENCE_TABLES.iter().map(|t| t.to_string()));
+    want.push("schema_migrations".into());
+    want.sort();
+    let names: Vec<String> = found.iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(names, want);
+    for (name, first) in &found {
+        if team_tables().contains(name) {
+            assert_eq!(first.as_deref(), Some("team_id"), "{name}");
+        }
+    }
+}
+
+/// docs/citus.md holds the statements [`super::schema::citus_statements`] makes.
+#[test]
+fn citus_docs_are_current() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/citus.md");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let (begin, end) = ("<!-- citus:begin -->\n", "<!-- citus:end -->");
+    let block = format!(
+        "{begin}```sql\n{}\n```\n{end}",
+        super::schema::citus_statements().join("\n")
+    );
+    let current = match (text.find(begin), text.find(end)) {
+        (Some(a), Some(b)) => text[a..b + end.len()].to_string(),
+        _ => String::new(),
+    };
+    if current != block && std::env::var_os("UPDATE_DOCS").is_some() {
+        let (a, b) = (text.find(begin).unwrap(), text.find(end).unwrap());
+        let updated = format!("{}{block}{}", &text[..a], &text[b + end.len()..]);
+        std::fs::write(path, updated).unwrap();
+        return;
+    }
+    assert_eq!(
+        current, block,
+        "docs/citus.md is stale: run UPDATE_DOCS=1 cargo test -p usage-server citus_docs_are_current"
+    );
+}
