@@ -221,6 +221,7 @@ fn field(f: &RecordField, row: &Row) -> Result<FieldValue, tokio_postgres::Error
 }
 
 /// The names of the users, groups and memberships tables, in that order.
+#[cfg(test)]
 pub(super) fn table_names() -> [&'static str; 3] {
     [USERS.name(), GROUPS.name(), MEMBERSHIPS]
 }
