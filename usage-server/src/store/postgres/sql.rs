@@ -535,7 +535,7 @@ impl<'a> Gen<'a> {
 /// The statement answering one validated query, and how to decode its rows. `limit` is
 /// the result limit: the statement returns at most `limit + 1` rows, so that the caller
 /// can tell an answer over the limit. Distinct counts are answered by nested grouping
-/// ([`nested`]) where it applies, else by `COUNT(DISTINCT …)` ([`flat_query`]).
+/// (`nested`) where it applies, else by `COUNT(DISTINCT …)` ([`flat_query`]).
 pub fn query(
     d: &dyn Dialect,
     plan: &QueryPlan,
