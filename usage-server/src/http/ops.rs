@@ -76,7 +76,15 @@ async fn authorize(
             )
         })?;
     cx.team = Some(info.team_id.clone());
-    if let Err(wait) = app.rate.check(&info.key_id) {
+    let limited = match app
+        .store
+        .take_token(&info.team_id, &info.key_id, app.config.rate)
+        .await
+    {
+        Some(shared) => shared?,
+        None => app.rate.check(&info.key_id),
+    };
+    if let Err(wait) = limited {
         let secs = retry_after_secs(wait);
         return Err(ApiError {
             retry_after: Some(secs),

@@ -412,6 +412,15 @@ impl Store for CachedMeta {
         self.inner.unreadable_count()
     }
 
+    async fn take_token(
+        &self,
+        team: &str,
+        key_id: &str,
+        rate: crate::auth::rate::RateConfig,
+    ) -> Option<StoreResult<Result<(), std::time::Duration>>> {
+        self.inner.take_token(team, key_id, rate).await
+    }
+
     async fn close(&self) -> StoreResult<()> {
         self.closed.store(true, Ordering::Release);
         self.invalidate_all();

@@ -261,6 +261,18 @@ pub trait Store: TeamStore + RecordStore + CapStore + BillingStore {
     fn unreadable_count(&self) -> u64 {
         0
     }
+    /// Takes one token of a key's rate bucket shared by every server instance of the
+    /// store (section 9: one limit per key however many instances serve it): `Ok(())`,
+    /// or the wait until a token is free. `None`: the store has no shared buckets, and
+    /// each process limits its own requests.
+    async fn take_token(
+        &self,
+        _team: &str,
+        _key_id: &str,
+        _rate: crate::auth::rate::RateConfig,
+    ) -> Option<StoreResult<Result<(), std::time::Duration>>> {
+        None
+    }
     /// Flushes and closes the store; later calls fail with [`StoreError::Unavailable`].
     async fn close(&self) -> StoreResult<()>;
 }

@@ -406,7 +406,7 @@ async fn two_servers_share_one_sqlite_store() {
 async fn two_servers_share_one_postgres_database() {
     let store = usage_server::testing::fresh_postgres();
     // `migrate` on a fresh database applies the migrations once.
-    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 3}));
+    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 4}));
     assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 0}));
     let f = fixture_on(tempfile::tempdir().unwrap(), store);
     let a = Server::start(&f.store, &[], &f.log);
@@ -673,4 +673,36 @@ async fn unreadable_postgres_rows_are_left_out_counted_and_listed() {
             "outside what the validator accepts: language"
         ]
     );
+}
+
+/// Two servers on one PostgreSQL database give a key its rate limit once (section 9):
+/// a burst of 3 is 3 answers across both, then 429 with `Retry-After` from either.
+#[tokio::test]
+async fn two_postgres_servers_share_one_rate_limit() {
+    let f = fixture_on(
+        tempfile::tempdir().unwrap(),
+        usage_server::testing::fresh_postgres(),
+    );
+    let limits = ["--rate-burst", "3", "--rate-per-minute", "1"];
+    let a = Server::start(&f.store, &limits, &f.log);
+    let b = Server::start(&f.store, &limits, &f.log);
+    let read = json!({"service_key": f.key, "team_level": true});
+    let mut statuses = Vec::new();
+    for s in [&a, &b, &a, &b, &a, &b] {
+        statuses.push(s.post("GetUsageConfig", read.clone()).await.0);
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/v1/GetUsageConfig", b.base))
+        .json(&read)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
 }

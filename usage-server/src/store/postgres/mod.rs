@@ -231,9 +231,60 @@ impl Store for PgStore {
         self.unreadable.count()
     }
 
+    async fn take_token(
+        &self,
+        team: &str,
+        key_id: &str,
+        rate: crate::auth::rate::RateConfig,
+    ) -> Option<StoreResult<Result<(), std::time::Duration>>> {
+        Some(self.take_token_now(team, key_id, rate).await)
+    }
+
     async fn close(&self) -> StoreResult<()> {
         self.closed.store(true, Ordering::Release);
         self.pool.close();
         Ok(())
+    }
+}
+
+impl PgStore {
+    /// One token of the key's bucket in `rate_buckets`, in one statement: the bucket is
+    /// refilled by the time since its last use on the database's clock (instances' clocks
+    /// may differ), then one token is taken if one is there. Concurrent requests of any
+    /// instance serialize on the bucket's row.
+    async fn take_token_now(
+        &self,
+        team: &str,
+        key_id: &str,
+        rate: crate::auth::rate::RateConfig,
+    ) -> StoreResult<Result<(), std::time::Duration>> {
+        const NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+        let burst = f64::from(rate.burst.max(1));
+        let per_micro = f64::from(rate.per_minute) / 60e6;
+        let avail = format!("LEAST($3::float8, b.tokens + GREATEST({NOW} - b.at, 0) * $4::float8)");
+        let statement = format!(
+            "INSERT INTO rate_buckets AS b (team_id, key_id, tokens, at, granted) \
+             VALUES ($1, $2, $3::float8 - 1, {NOW}, TRUE) \
+             ON CONFLICT (team_id, key_id) DO UPDATE SET \
+             granted = {avail} >= 1, \
+             tokens = {avail} - CASE WHEN {avail} >= 1 THEN 1 ELSE 0 END, \
+             at = GREATEST(b.at, {NOW}) \
+             RETURNING granted, tokens"
+        );
+        let c = self.client().await?;
+        let row = c
+            .query_one(statement.as_str(), &[&team, &key_id, &burst, &per_micro])
+            .await
+            .map_err(pg_err)?;
+        let (granted, tokens): (bool, f64) = (row.get(0), row.get(1));
+        Ok(if granted {
+            Ok(())
+        } else if per_micro <= 0.0 {
+            Err(std::time::Duration::from_secs(60))
+        } else {
+            Err(std::time::Duration::from_secs_f64(
+                ((1.0 - tokens) / per_micro / 1e6).max(0.0),
+            ))
+        })
     }
 }

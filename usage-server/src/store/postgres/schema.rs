@@ -16,7 +16,9 @@ pub const REFERENCE_TABLES: &[&str] = &["teams", "keys"];
 /// co-located by `team_id`), the first one the others are co-located with.
 #[cfg(test)]
 pub fn team_tables() -> Vec<String> {
-    let mut out: Vec<String> = ["billing", "caps", "audit"].map(String::from).to_vec();
+    let mut out: Vec<String> = ["billing", "caps", "audit", "rate_buckets"]
+        .map(String::from)
+        .to_vec();
     out.extend(super::people::table_names().map(String::from));
     out.extend(
         usage_core::schema::records::KINDS
@@ -83,6 +85,11 @@ pub(super) fn migrations() -> Vec<String> {
         first.join(";\n"),
         sql::identity_key_migration(&Postgres).join(";\n"),
         sql::readable_migration(&Postgres).join(";\n"),
+        // One rate limit per key across every instance (section 9): the token buckets.
+        "CREATE TABLE IF NOT EXISTS rate_buckets (team_id TEXT NOT NULL, key_id TEXT NOT NULL, \
+         tokens DOUBLE PRECISION NOT NULL, at BIGINT NOT NULL, granted BOOLEAN NOT NULL, \
+         PRIMARY KEY (team_id, key_id))"
+            .into(),
     ]
 }
 

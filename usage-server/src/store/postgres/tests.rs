@@ -129,7 +129,7 @@ async fn identity_key_migration_keeps_the_rows_of_a_version_1_store() {
     .await
     .unwrap();
     let store = PgStore::open(&schema.url()).await.unwrap();
-    assert_eq!(store.applied_at_open, 2);
+    assert_eq!(store.applied_at_open, migrations().len() as u32 - 1);
     let sums = || async {
         c.query(
             "SELECT version, num_acceptances FROM rec_autocomplete WHERE team_id = 't1' ORDER BY version",
@@ -174,10 +174,11 @@ async fn conformance() {
 fn ddl_is_pinned() {
     // Migrations are generated from the record tables; a change of a table must come as a
     // new migration, not as an edit of an applied one: these snapshots show every such
-    // change (migration 2: identity keys; 3: the readable column).
+    // change (migration 2: identity keys; 3: the readable column; 4: rate buckets).
     insta::assert_snapshot!(migrations()[0]);
     insta::assert_snapshot!("identity_key", migrations()[1]);
     insta::assert_snapshot!("readable", migrations()[2]);
+    insta::assert_snapshot!("rate_buckets", migrations()[3]);
 }
 
 mod differential {
@@ -694,5 +695,70 @@ fn citus_docs_are_current() {
     assert_eq!(
         current, block,
         "docs/citus.md is stale: run UPDATE_DOCS=1 cargo test -p usage-server citus_docs_are_current"
+    );
+}
+
+/// A key gets its rate limit once however many instances serve it: the bucket is a row
+/// every instance takes its tokens from (section 9).
+#[tokio::test]
+async fn one_rate_limit_across_instances() {
+    use crate::auth::rate::RateConfig;
+    let schema = Schema::new("rate").await;
+    let url = schema.url();
+    let (a, b) = (
+        PgStore::open(&url).await.unwrap(),
+        PgStore::open(&url).await.unwrap(),
+    );
+    let team = new_team(&a).await;
+    let no_refill = RateConfig {
+        per_minute: 0,
+        burst: 5,
+    };
+    let mut granted = 0;
+    for i in 0..12 {
+        let s = if i % 2 == 0 { &a } else { &b };
+        match s
+            .take_token(&team, "key_1", no_refill)
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            Ok(()) => granted += 1,
+            Err(wait) => assert_eq!(wait, std::time::Duration::from_secs(60)),
+        }
+    }
+    assert_eq!(granted, 5, "burst 5 across both instances");
+    // Another key has a bucket of its own; concurrent takes never over-grant.
+    let takes = (0..20).map(|i| {
+        let s = if i % 2 == 0 { &a } else { &b };
+        s.take_token(&team, "key_2", no_refill)
+    });
+    let results = futures_util::future::join_all(takes).await;
+    let ok = results
+        .into_iter()
+        .filter(|r| matches!(r, Some(Ok(Ok(())))))
+        .count();
+    assert_eq!(ok, 5);
+    // A refill of 60 a minute: the wait for the next token is at most a second.
+    let per_second = RateConfig {
+        per_minute: 60,
+        burst: 1,
+    };
+    assert_eq!(
+        b.take_token(&team, "key_3", per_second)
+            .await
+            .unwrap()
+            .unwrap(),
+        Ok(())
+    );
+    let wait = a
+        .take_token(&team, "key_3", per_second)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        wait <= std::time::Duration::from_secs(1) && wait > std::time::Duration::ZERO,
+        "{wait:?}"
     );
 }
