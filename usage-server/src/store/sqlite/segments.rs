@@ -122,6 +122,15 @@ fn kind_named(name: &str) -> Option<&'static RecordKind> {
     TeamData::segment_kinds().find(|k| k.name == name)
 }
 
+/// A stored segment or log entry of the kind named `name`, or why it cannot be read.
+fn decode_as(body: &[u8], name: &str) -> Result<Segment, String> {
+    match Segment::decode(body) {
+        Ok(seg) if seg.kind().name == name => Ok(seg),
+        Ok(seg) => Err(format!("it holds {} records", seg.kind().name)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Joins the parts of stored rows `(key, part, body)` ordered by key then part.
 fn joined<K: Ord + Clone>(
     rows: impl Iterator<Item = rusqlite::Result<(K, i64, Vec<u8>)>>,
@@ -221,15 +230,9 @@ pub(super) fn read_delta(
                 .map_err(db_err)?;
             joined(rows)?.into_values().next().unwrap_or_default()
         };
-        match Segment::decode(&body) {
-            Ok(seg) if std::ptr::eq(seg.kind(), kind) => d.install.push((seg, base, rows as u64)),
-            Ok(seg) => note(
-                kind.name,
-                "segment".into(),
-                format!("the segment holds {} records", seg.kind().name),
-                &mut d,
-            ),
-            Err(e) => note(kind.name, "segment".into(), e.to_string(), &mut d),
+        match decode_as(&body, kind.name) {
+            Ok(seg) => d.install.push((seg, base, rows as u64)),
+            Err(reason) => note(kind.name, "segment".into(), reason, &mut d),
         }
     }
     let entries = {
@@ -253,15 +256,9 @@ pub(super) fn read_delta(
         if !kind_named(&name).is_none_or(|k| wanted(k.name)) {
             continue;
         }
-        match Segment::decode(&body) {
-            Ok(seg) if seg.kind().name == name => d.replay.push((seq, seg)),
-            Ok(seg) => note(
-                &name,
-                format!("log {seq}"),
-                format!("the entry holds {} records", seg.kind().name),
-                &mut d,
-            ),
-            Err(e) => note(&name, format!("log {seq}"), e.to_string(), &mut d),
+        match decode_as(&body, &name) {
+            Ok(seg) => d.replay.push((seq, seg)),
+            Err(reason) => note(&name, format!("log {seq}"), reason, &mut d),
         }
     }
     if let Some(own) = own {
