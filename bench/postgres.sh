@@ -17,4 +17,15 @@ csv=$root/bench/data/autocomplete-$rows.csv
 echo "- nproc: $(nproc); CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); rustc: $(rustc --version)"
 echo "- medians of $runs runs per query; answers compared value by value (AVG to 1e-12)"
 echo
-cargo bench -p usage-server --bench postgres --quiet -- --csv "$csv" --url "$url" --runs "$runs"
+# DuckDB (one thread) on the same CSV, as bench/run.sh runs it: issue 16's pushdown target
+# is PostgreSQL <= 10x DuckDB single-thread.
+duckdb_version=2.0.0
+if ! bench/.venv/bin/python -c "import duckdb, sys; sys.exit(duckdb.__version__ != '$duckdb_version')" 2>/dev/null; then
+  python3 -m venv bench/.venv
+  bench/.venv/bin/pip install --quiet "duckdb==$duckdb_version"
+fi
+duck=$root/bench/data/duck-$rows.json
+bench/.venv/bin/python bench/duck.py "$csv" "$runs" "$duck" >&2
+echo "- DuckDB $duckdb_version (Python package, SET threads=1) on the same CSV, medians of $runs runs"
+echo
+cargo bench -p usage-server --bench postgres --quiet -- --csv "$csv" --url "$url" --runs "$runs" --duck "$duck"

@@ -1,7 +1,7 @@
 //! The six queries of `shared/bench/QUERIES.md` on the PostgreSQL store against the
 //! in-memory evaluator, on the same rows, in one run (`bench/postgres.sh`).
 //!
-//! `postgres --csv PATH --url URL [--runs R]`: loads the CSV into a `TeamData` and, through
+//! `postgres --csv PATH --url URL [--runs R] [--duck REPORT]`: loads the CSV into a `TeamData` and, through
 //! the store's own import path, into a fresh schema of the database at `URL`; then runs
 //! each query `R` times on both as validated plans (the server's code path), checks that
 //! the answers are equal, and prints a Markdown table of medians and ratios.
@@ -33,10 +33,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    let usage = "usage: postgres --csv PATH --url postgres://... [--runs R]";
+    let usage = "usage: postgres --csv PATH --url postgres://... [--runs R] [--duck REPORT.json]";
     let csv = flag(&args, "--csv").ok_or(usage)?;
     let url = flag(&args, "--url").ok_or(usage)?;
     let runs: usize = flag(&args, "--runs").map_or(Ok(5), |r| r.parse())?;
+    // DuckDB's medians on the same CSV (bench/duck.py's report), for the pushdown target
+    // of issue 16: PostgreSQL <= 10x DuckDB single-thread.
+    let duck: Option<serde_json::Value> = match flag(&args, "--duck") {
+        Some(p) => Some(serde_json::from_str(&std::fs::read_to_string(p)?)?),
+        None => None,
+    };
+    let duck_ms = |name: &str| {
+        duck.as_ref()
+            .and_then(|d| d["queries"][name]["median_s"].as_f64())
+            .map(|s| s * 1e3)
+    };
 
     // A fresh schema, dropped at the end.
     let schema = format!("bench_{}", std::process::id());
@@ -83,9 +94,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let version: String = admin.query_one("SHOW server_version", &[]).await?.get(0);
     println!("### {rows} rows: PostgreSQL {version} vs the in-memory evaluator\n");
     println!(
-        "| query | in-memory (ms) | PostgreSQL (ms) | PostgreSQL / in-memory | result rows | answers |"
+        "| query | in-memory (ms) | PostgreSQL (ms) | PostgreSQL / in-memory | DuckDB, 1 thread (ms) | PostgreSQL / DuckDB | result rows | answers |"
     );
-    println!("|---|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
     for (name, body, _) in queries(d0) {
         let plan = plan_of(&body);
         let limits = Limits::default();
@@ -102,8 +113,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (a, b) = (a.ok_or("no run")?, b.ok_or("no run")?);
         let same = usage_core::testing::compare::check_analytics(&plan, &Ok(b), &Ok(a.clone()));
         let (m, p) = (median(&mut mem) * 1e3, median(&mut pg) * 1e3);
+        let (dk, ratio) = match duck_ms(name) {
+            Some(d) => (format!("{d:.1}"), format!("{:.2}x", p / d)),
+            None => ("-".into(), "-".into()),
+        };
         println!(
-            "| {name} | {m:.1} | {p:.1} | {:.1}x | {} | {} |",
+            "| {name} | {m:.1} | {p:.1} | {:.1}x | {dk} | {ratio} | {} | {} |",
             p / m,
             a.query_results[0].response_items.len(),
             if same.is_ok() { "equal" } else { "DIFFERENT" }
@@ -114,7 +129,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!(
-        "| load | {:.0} | {:.0} | {:.1}x | | |",
+        "| load | {:.0} | {:.0} | {:.1}x | | | | |",
         mem_load * 1e3,
         pg_load * 1e3,
         pg_load / mem_load
