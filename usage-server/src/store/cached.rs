@@ -450,18 +450,7 @@ mod tests {
     }
 
     async fn team(s: &dyn Store) -> String {
-        s.create_team(
-            NewTeam {
-                name: "t".into(),
-                plan: Plan::Enterprise,
-                seats: 2,
-                credits_per_seat: 10,
-            },
-            Timestamp::now(),
-        )
-        .await
-        .unwrap()
-        .id
+        crate::store::conformance::team(s, "t", Plan::Enterprise).await
     }
 
     async fn key(s: &dyn Store, team: &str, id: &str) -> [u8; 32] {
