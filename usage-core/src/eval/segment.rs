@@ -494,6 +494,25 @@ impl SegmentBuilder {
         self.content.rows()
     }
 
+    /// Bytes held on the heap by the builder's columns (records of users and groups are
+    /// not counted), for a caller that keeps to a memory budget.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.content {
+            Content::Table(t) => t.heap_bytes(),
+            Content::People(_) => 0,
+        }
+    }
+
+    /// The records taken in as a segment ready to install or replay, without writing it:
+    /// a store that reads rows from elsewhere (the PostgreSQL store's cache) builds its
+    /// columns this way.
+    pub fn into_segment(self) -> Segment {
+        Segment {
+            kind: self.kind,
+            content: self.content,
+        }
+    }
+
     /// The segment's bytes.
     pub fn finish(self) -> Vec<u8> {
         match &self.content {

@@ -112,6 +112,31 @@ pub struct ServeArgs {
     /// Items per query result.
     #[arg(long, default_value_t = 100_000)]
     pub max_result_items: usize,
+    /// Memory for the PostgreSQL store's columnar cache of the teams served, in bytes
+    /// (suffixes K, M, G: powers of 1024); 0 answers every query in SQL. Default: a
+    /// quarter of the machine's memory. The other stores hold their teams anyway.
+    #[arg(long, value_parser = parse_bytes)]
+    pub cache_bytes: Option<usize>,
+}
+
+/// A size in bytes: digits, optionally followed by K, M or G (powers of 1024; `KiB`,
+/// `MiB`, `GiB` and `B` are read too).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(digits);
+    let n: usize = n
+        .parse()
+        .map_err(|_| format!("`{s}` is no size: digits and an optional K, M or G"))?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => return Err(format!("`{s}` is no size: the unit is K, M or G")),
+    };
+    n.checked_mul(1usize << shift)
+        .ok_or_else(|| format!("`{s}` is too large"))
 }
 
 /// `team …`.
@@ -246,7 +271,16 @@ pub fn main() -> i32 {
 /// # Errors
 /// What to print on stderr.
 pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
-    let store = store::open(&cli.store).await?;
+    let cache = match &cli.command {
+        Command::Serve(args) => store::postgres::cache::CacheConfig {
+            bytes: args
+                .cache_bytes
+                .unwrap_or_else(store::postgres::cache::CacheConfig::default_bytes),
+            wait_for_load: false,
+        },
+        _ => store::postgres::cache::CacheConfig::OFF,
+    };
+    let store = store::open_with(&cli.store, cache).await?;
     let out = match cli.command {
         Command::Serve(args) => {
             serve(store.clone(), args).await?;

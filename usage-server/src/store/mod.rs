@@ -312,6 +312,18 @@ pub async fn effective_cap(
 /// An unknown scheme, `sqlite:` without a path, or a store that cannot be opened (a file
 /// that cannot be opened or migrated, a database that cannot be reached or migrated).
 pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
+    open_with(spec, postgres::cache::CacheConfig::OFF).await
+}
+
+/// [`open`], with a columnar cache of the teams served where the store keeps its data
+/// elsewhere (PostgreSQL; the memory and SQLite stores hold their teams in memory anyway).
+///
+/// # Errors
+/// As [`open`].
+pub async fn open_with(
+    spec: &str,
+    cache: postgres::cache::CacheConfig,
+) -> Result<Arc<dyn Store>, String> {
     if spec == "memory:" || spec == "memory" {
         return Ok(Arc::new(memory::MemoryStore::new()));
     }
@@ -324,7 +336,7 @@ pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
         )));
     }
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-        let s = postgres::PgStore::open(spec)
+        let s = postgres::PgStore::open_with(spec, cache)
             .await
             .map_err(|e| format!("cannot open the PostgreSQL store: {e}"))?;
         return Ok(Arc::new(s));

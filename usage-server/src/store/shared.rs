@@ -172,3 +172,9 @@ pub(crate) fn closed() -> StoreError {
 pub(crate) fn poisoned<T>(_: T) -> StoreError {
     StoreError::Internal("a lock was poisoned".into())
 }
+
+/// A team of at most this many usage records is answered on the caller's thread: its
+/// answers take well under a millisecond, and the hand-off to the blocking pool was half
+/// of a small query's cost. Larger teams, and teams not loaded yet or being written, go
+/// to the blocking pool so that no answer holds up the async runtime for long.
+pub(crate) const INLINE_ROWS: usize = 100_000;

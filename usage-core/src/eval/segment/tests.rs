@@ -87,6 +87,30 @@ proptest! {
         same_records(&direct, &logged)?;
     }
 
+    /// Records pushed into builders and installed without being written (as the
+    /// PostgreSQL store's cache loads a team): the same team, and its heap counted.
+    #[test]
+    fn a_team_built_from_builders_is_the_same_team(data in arb_dataset(Pool::default())) {
+        let mut team = TeamData::new();
+        apply_from(&mut team, &data, 0);
+        let mut built = TeamData::new();
+        for kind in TeamData::segment_kinds() {
+            let mut b = SegmentBuilder::new(kind);
+            for r in team.records(kind) {
+                b.push(r.clone());
+            }
+            prop_assert_eq!(b.rows(), team.len(kind));
+            if kind.is_usage() && b.rows() > 0 {
+                prop_assert!(b.heap_bytes() > 0);
+            }
+            if b.rows() > 0 {
+                built.install(b.into_segment());
+            }
+        }
+        same_records(&team, &built)?;
+        prop_assert_eq!(built.usage_heap_bytes() > 0, team.usage_rows() > 0);
+    }
+
     /// Any one changed byte is refused by the checksum, whole; nothing panics.
     #[test]
     fn a_changed_byte_is_refused(data in arb_dataset(Pool::default()), at in any::<usize>(), bit in 0u8..8) {

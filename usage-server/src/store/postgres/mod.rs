@@ -11,7 +11,10 @@
 //!   in-memory evaluator, so both stores answer alike to the last digit.
 //! - Writes run in transactions and are acknowledged after commit. Versioned migrations
 //!   run at open under an advisory lock, so instances starting together apply them once.
-//! - Nothing is cached: a write through one instance is seen by every other at once.
+//! - A server instance answers the teams it serves from a columnar cache ([`cache`]),
+//!   kept current from a change feed in the database: a write through one instance is
+//!   read by every other within a second (the contract allows five). Without a cache
+//!   (the CLI's commands, `serve --cache-bytes 0`) every query is pushed down.
 //!
 //! SQL that differs between engines lives in [`dialect`].
 //!
@@ -22,6 +25,9 @@
 //! the error mapping and the [`Store`] impl.
 
 mod billing;
+pub mod cache;
+#[cfg(test)]
+mod cache_tests;
 mod caps;
 pub mod dialect;
 mod people;
@@ -110,6 +116,8 @@ fn unstorable(s: &str) -> bool {
 /// The PostgreSQL store.
 pub struct PgStore {
     pool: Pool,
+    /// The teams held in memory.
+    cache: std::sync::Arc<cache::Cache>,
     closed: AtomicBool,
     applied_at_open: u32,
     /// The unreadable rows found by the last scan (contract section 11).
@@ -118,11 +126,20 @@ pub struct PgStore {
 
 impl PgStore {
     /// Connects to `url` (`postgres://user@host:port/db`, optionally with
-    /// `?options=-csearch_path%3Dschema`) and applies the migrations. TLS is off.
+    /// `?options=-csearch_path%3Dschema`) and applies the migrations. TLS is off. No cache:
+    /// every query is pushed down to SQL.
     ///
     /// # Errors
     /// When the URL does not parse or the database cannot be reached or migrated.
     pub async fn open(url: &str) -> StoreResult<PgStore> {
+        PgStore::open_with(url, cache::CacheConfig::OFF).await
+    }
+
+    /// [`PgStore::open`] with a columnar cache of the teams it serves ([`cache`]).
+    ///
+    /// # Errors
+    /// As [`PgStore::open`].
+    pub async fn open_with(url: &str, cache: cache::CacheConfig) -> StoreResult<PgStore> {
         let mut cfg = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL URL: {e}")))?;
         // Analytics sorts and hashes whole tables (COUNT DISTINCT, GROUP BY): give each
@@ -132,7 +149,7 @@ impl PgStore {
             cfg.options(format!("{options} -c work_mem=64MB").trim());
         }
         let mgr = Manager::from_config(
-            cfg,
+            cfg.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -143,6 +160,7 @@ impl PgStore {
             .build()
             .map_err(|e| StoreError::Internal(format!("PostgreSQL pool: {e}")))?;
         let mut s = PgStore {
+            cache: cache::Cache::new(cache, pool.clone(), &cfg),
             pool,
             closed: AtomicBool::new(false),
             applied_at_open: 0,
@@ -242,12 +260,18 @@ impl Store for PgStore {
 
     async fn close(&self) -> StoreResult<()> {
         self.closed.store(true, Ordering::Release);
+        self.cache.stop();
         self.pool.close();
         Ok(())
     }
 }
 
 impl PgStore {
+    /// What the columnar cache has done since the store opened.
+    pub fn cache_stats(&self) -> cache::CacheStats {
+        self.cache.stats()
+    }
+
     /// One token of the key's bucket in `rate_buckets`, in one statement: the bucket is
     /// refilled by the time since its last use on the database's clock (instances' clocks
     /// may differ), then one token is taken if one is there. Concurrent requests of any

@@ -13,7 +13,6 @@ use tokio_postgres::types::ToSql;
 use usage_core::eval::TeamData;
 use usage_core::load::{Batch, FieldValue, Record};
 use usage_core::schema::records::{self, RecordField, RecordKind, RecordType};
-use usage_core::time::Timestamp;
 
 use super::dialect::Dialect;
 use super::{pg_err, refs, sql};
@@ -201,23 +200,7 @@ where
 
 /// One field of a row, by its name: NULL is absent.
 fn field(f: &RecordField, row: &Row) -> Result<FieldValue, tokio_postgres::Error> {
-    let int = || row.try_get::<_, Option<i64>>(f.name);
-    Ok(match f.ty {
-        RecordType::Text | RecordType::Enum(_) => row
-            .try_get::<_, Option<String>>(f.name)?
-            .map_or(FieldValue::Absent, FieldValue::Text),
-        RecordType::Hour | RecordType::Timestamp => {
-            int()?.map_or(FieldValue::Absent, |t| FieldValue::Time(Timestamp(t)))
-        }
-        RecordType::Day => {
-            int()?.map_or(FieldValue::Absent, |t| FieldValue::Day(Timestamp(t).date()))
-        }
-        RecordType::Count => int()?.map_or(FieldValue::Absent, FieldValue::Count),
-        RecordType::Bool => row
-            .try_get::<_, Option<bool>>(f.name)?
-            .map_or(FieldValue::Absent, FieldValue::Bool),
-        RecordType::GroupIds => FieldValue::Groups(row.try_get(f.name)?),
-    })
+    super::rows::field_value(f.ty, row, f.name)
 }
 
 /// The names of the users, groups and memberships tables, in that order.

@@ -16,9 +16,9 @@ use usage_core::wire::{
 };
 
 use super::dialect::Postgres;
-use super::{PgStore, people, pg_err, refs, rows, sql, stats, text_rows, unstorable};
+use super::{PgStore, cache, people, pg_err, refs, rows, sql, stats, text_rows, unstorable};
 use crate::store::shared::{ingested, stream, written_whole};
-use crate::store::{RecordStore, RecordStream, StoreError, StoreResult, prepare};
+use crate::store::{RecordStore, RecordStream, StoreError, StoreResult, answer, prepare};
 
 /// Records written per statement by imports and ingests.
 const CHUNK: usize = 2_000;
@@ -63,6 +63,7 @@ impl PgStore {
         team: &str,
         kind: &'static RecordKind,
         chunk: &[Record],
+        seq: i64,
     ) -> StoreResult<()> {
         if chunk.is_empty() {
             return Ok(());
@@ -73,7 +74,8 @@ impl PgStore {
         }
         let mut keep: Vec<usize> = last.into_values().collect();
         keep.sort_unstable();
-        let mut cols: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(team.to_string())];
+        let mut cols: Vec<Box<dyn ToSql + Sync + Send>> =
+            vec![Box::new(team.to_string()), Box::new(seq)];
         let mut casts = Vec::new();
         for (j, f) in kind.fields.iter().enumerate() {
             let values = keep.iter().map(|&i| &chunk[i].values()[j]);
@@ -112,30 +114,29 @@ impl PgStore {
                 ),
             };
             cols.push(b);
-            casts.push(format!("${}::{cast}", j + 2));
+            casts.push(format!("${}::{cast}", j + 3));
         }
         let names: Vec<String> = kind
             .fields
             .iter()
             .map(|f| format!("\"{}\"", f.name))
             .collect();
+        // A replaced row takes the write's change number, so caches read it again.
         let updates: Vec<String> = kind
             .fields
             .iter()
             .filter(|f| !kind.identity.contains(&f.name))
             .map(|f| format!("\"{0}\" = EXCLUDED.\"{0}\"", f.name))
+            .chain([format!("{0} = EXCLUDED.{0}", sql::CHANGE_SEQ)])
             .collect();
         let statement = format!(
-            "INSERT INTO {} (team_id, {}) SELECT $1, * FROM UNNEST({}) ON CONFLICT (team_id, {}) DO {}",
+            "INSERT INTO {} (team_id, {}, {}) SELECT $1, $2, * FROM UNNEST({}) ON CONFLICT (team_id, {}) DO UPDATE SET {}",
             sql::table(kind),
+            sql::CHANGE_SEQ,
             names.join(", "),
             casts.join(", "),
             sql::IDENTITY_KEY,
-            if updates.is_empty() {
-                "NOTHING".to_string()
-            } else {
-                format!("UPDATE SET {}", updates.join(", "))
-            }
+            updates.join(", ")
         );
         c.execute(statement.as_str(), &refs(&cols))
             .await
@@ -160,9 +161,15 @@ impl PgStore {
         tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&team])
             .await
             .map_err(pg_err)?;
+        let whole = written_whole(kind);
+        // Team data takes the team's next change number (billing is no team data).
+        let seq = if std::ptr::eq(kind, &records::BILLING) {
+            None
+        } else {
+            Some(cache::next_change(&tx, team, whole).await?)
+        };
         let mut stream = Some(records);
         let mut n = 0u64;
-        let whole = written_whole(kind);
         loop {
             // Pull the next chunk off the (blocking) stream on the blocking pool.
             let take = if whole { usize::MAX } else { CHUNK };
@@ -213,14 +220,20 @@ impl PgStore {
                 )?;
                 people::write(&tx, team, kind, &batch.records).await?;
             } else {
-                Self::write_usage(&tx, team, kind, &chunk).await?;
+                Self::write_usage(&tx, team, kind, &chunk, seq.unwrap_or_default()).await?;
             }
             stream = Some(it);
             if whole {
                 break;
             }
         }
+        if seq.is_some() {
+            cache::notify(&tx, team).await?;
+        }
         tx.commit().await.map_err(pg_err)?;
+        if seq.is_some() {
+            self.cache.changed(team);
+        }
         Ok(Some(n))
     }
 }
@@ -250,6 +263,10 @@ impl RecordStore for PgStore {
         plan: &AnalyticsPlan,
         limits: &Limits,
     ) -> StoreResult<AnalyticsResponse> {
+        if let Some(h) = self.cache.held(team).await? {
+            let (plan, limits) = (plan.clone(), *limits);
+            return h.read(move |d| answer::analytics(d, &plan, &limits)).await;
+        }
         let c = self.client().await?;
         if let Some(g) = &plan.group_name {
             Self::group_exists(&c, team, g).await?;
@@ -290,6 +307,10 @@ impl RecordStore for PgStore {
         team: &str,
         plan: &UserPagePlan,
     ) -> StoreResult<UserPageAnalyticsResponse> {
+        if let Some(h) = self.cache.held(team).await? {
+            let plan = plan.clone();
+            return h.read(move |d| answer::user_page(d, &plan)).await;
+        }
         let c = self.client().await?;
         if let Some(g) = &plan.group_name {
             Self::group_exists(&c, team, g).await?;
@@ -311,6 +332,10 @@ impl RecordStore for PgStore {
     }
 
     async fn agent(&self, team: &str, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse> {
+        if let Some(h) = self.cache.held(team).await? {
+            let plan = plan.clone();
+            return h.read(move |d| answer::agent(d, &plan)).await;
+        }
         let c = self.client().await?;
         // An e-mail holding U+0000 matches nobody (and cannot be sent).
         let mut plan = plan.clone();

@@ -1,10 +1,16 @@
 //! Decoding result rows of generated statements into response items, with the same value
-//! rendering as the in-memory evaluator.
+//! rendering as the in-memory evaluator, and stored rows back into record values.
 
 use usage_core::eval::answer::metadata;
 use usage_core::eval::value::{Value, average, pcw_value};
 use usage_core::schema::{PCW_COLUMNS, ValueType};
 
+use tokio_postgres::Row;
+use tokio_postgres::binary_copy::BinaryCopyOutRow;
+use tokio_postgres::row::RowIndex;
+use tokio_postgres::types::FromSql;
+use usage_core::load::FieldValue;
+use usage_core::schema::records::RecordType;
 use usage_core::time::{Date, Timestamp};
 use usage_core::wire::{Item, ResponseItem};
 
@@ -76,4 +82,56 @@ pub fn item(outs: &[Output], row: &[Option<String>]) -> Result<ResponseItem, Dec
         }
     }
     Ok(ResponseItem { item: Item(pairs) })
+}
+
+/// A stored row whose cells are read by index `I`: a query's row (by name or position) or
+/// a row of a binary `COPY` (by position).
+pub trait Cells<I> {
+    /// The cell at `i` as a `T`.
+    ///
+    /// # Errors
+    /// No such cell, or one of another type.
+    fn cell<'a, T: FromSql<'a>>(&'a self, i: I) -> Result<T, tokio_postgres::Error>;
+}
+
+impl<I: RowIndex + std::fmt::Display> Cells<I> for Row {
+    fn cell<'a, T: FromSql<'a>>(&'a self, i: I) -> Result<T, tokio_postgres::Error> {
+        self.try_get(i)
+    }
+}
+
+impl Cells<usize> for BinaryCopyOutRow {
+    fn cell<'a, T: FromSql<'a>>(&'a self, i: usize) -> Result<T, tokio_postgres::Error> {
+        self.try_get(i)
+    }
+}
+
+/// The value of a record field of type `ty` stored in cell `i`, as the store wrote it
+/// (`sql::column_type`): NULL is absent; times and days are microseconds.
+///
+/// # Errors
+/// No such cell, or one of another type.
+pub fn field_value<I, C: Cells<I>>(
+    ty: RecordType,
+    row: &C,
+    i: I,
+) -> Result<FieldValue, tokio_postgres::Error> {
+    Ok(match ty {
+        RecordType::Text | RecordType::Enum(_) => row
+            .cell::<Option<String>>(i)?
+            .map_or(FieldValue::Absent, FieldValue::Text),
+        RecordType::Hour | RecordType::Timestamp => row
+            .cell::<Option<i64>>(i)?
+            .map_or(FieldValue::Absent, |t| FieldValue::Time(Timestamp(t))),
+        RecordType::Day => row
+            .cell::<Option<i64>>(i)?
+            .map_or(FieldValue::Absent, |t| FieldValue::Day(Timestamp(t).date())),
+        RecordType::Count => row
+            .cell::<Option<i64>>(i)?
+            .map_or(FieldValue::Absent, FieldValue::Count),
+        RecordType::Bool => row
+            .cell::<Option<bool>>(i)?
+            .map_or(FieldValue::Absent, FieldValue::Bool),
+        RecordType::GroupIds => FieldValue::Groups(row.cell(i)?),
+    })
 }

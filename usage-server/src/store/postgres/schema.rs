@@ -16,7 +16,7 @@ pub const REFERENCE_TABLES: &[&str] = &["teams", "keys"];
 /// co-located by `team_id`), the first one the others are co-located with.
 #[cfg(test)]
 pub fn team_tables() -> Vec<String> {
-    let mut out: Vec<String> = ["billing", "caps", "audit", "rate_buckets"]
+    let mut out: Vec<String> = ["billing", "caps", "audit", "rate_buckets", sql::TEAM_CHANGES]
         .map(String::from)
         .to_vec();
     out.extend(super::people::table_names().map(String::from));
@@ -90,6 +90,8 @@ pub(super) fn migrations() -> Vec<String> {
          tokens DOUBLE PRECISION NOT NULL, at BIGINT NOT NULL, granted BOOLEAN NOT NULL, \
          PRIMARY KEY (team_id, key_id))"
             .into(),
+        // The change feed of the instances' columnar caches.
+        sql::change_feed_migration(&Postgres).join(";\n"),
     ]
 }
 

@@ -251,6 +251,37 @@ pub fn readable_migration(d: &dyn Dialect) -> Vec<String> {
     out
 }
 
+/// The column of a record table holding the team's change sequence number of the write
+/// that last stored the row (migration 5), and the table of each team's last number.
+pub const CHANGE_SEQ: &str = "change_seq";
+
+/// The table of each team's change position: the number of its last write of team data
+/// (`seq`) and of its last write of users or groups (`people_seq`).
+pub const TEAM_CHANGES: &str = "team_changes";
+
+/// Migration 5, the change feed that keeps instances' caches current: every record table
+/// gets [`CHANGE_SEQ`] (0 for rows written before) and an index to read a team's rows
+/// newer than a number; [`TEAM_CHANGES`] holds each team's last number.
+pub fn change_feed_migration(d: &dyn Dialect) -> Vec<String> {
+    let ty = d.types();
+    let mut out = Vec::new();
+    for kind in KINDS.iter().filter(|k| has_table(k)) {
+        let t = table(kind);
+        out.push(format!(
+            "ALTER TABLE {t} ADD COLUMN {CHANGE_SEQ} {} NOT NULL DEFAULT 0",
+            ty.int
+        ));
+        out.push(format!(
+            "CREATE INDEX IF NOT EXISTS {t}_{CHANGE_SEQ} ON {t} (team_id, {CHANGE_SEQ})"
+        ));
+    }
+    out.push(format!(
+        "CREATE TABLE IF NOT EXISTS {TEAM_CHANGES} (team_id {} PRIMARY KEY, seq {} NOT NULL, people_seq {} NOT NULL)",
+        ty.text, ty.int, ty.int
+    ));
+    out
+}
+
 /// The DDL type of a record field's column.
 pub fn column_type(t: &Types, ty: RecordType) -> &'static str {
     match ty {

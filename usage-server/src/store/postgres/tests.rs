@@ -174,17 +174,22 @@ async fn conformance() {
 fn ddl_is_pinned() {
     // Migrations are generated from the record tables; a change of a table must come as a
     // new migration, not as an edit of an applied one: these snapshots show every such
-    // change (migration 2: identity keys; 3: the readable column; 4: rate buckets).
+    // change (migration 2: identity keys; 3: the readable column; 4: rate buckets;
+    // 5: the change feed).
     insta::assert_snapshot!(migrations()[0]);
     insta::assert_snapshot!("identity_key", migrations()[1]);
     insta::assert_snapshot!("readable", migrations()[2]);
     insta::assert_snapshot!("rate_buckets", migrations()[3]);
+    insta::assert_snapshot!("change_feed", migrations()[4]);
 }
 
 mod differential {
     //! The PostgreSQL store against the in-memory evaluator: random datasets of every
     //! record kind (one fresh team each) and random valid requests, through the store's
-    //! trait, compared value by value (floats to 1e-12 relative).
+    //! trait, compared value by value (floats to 1e-12 relative). Each request is answered
+    //! three ways: pushed down to SQL, from a second instance's columnar cache (loaded
+    //! part-way through the dataset and caught up with the rest, written through it), and
+    //! by the evaluator.
 
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestRunner};
@@ -219,6 +224,15 @@ mod differential {
     async fn postgres_matches_the_in_memory_evaluator() {
         let schema = Schema::new("diff").await;
         let store = PgStore::open(&schema.url()).await.unwrap();
+        let cached = PgStore::open_with(
+            &schema.url(),
+            super::cache::CacheConfig {
+                bytes: 1 << 30,
+                wait_for_load: true,
+            },
+        )
+        .await
+        .unwrap();
         let rt = tokio::runtime::Handle::current();
         let strategy = (
             arb_dataset(Pool::default()),
@@ -247,13 +261,21 @@ mod differential {
                 .unwrap()
                 .id;
                 let mut model = TeamData::new();
-                for (i, batch) in data.parsed().into_iter().enumerate() {
+                let batches = data.parsed();
+                let half = batches.len() / 2;
+                for (i, batch) in batches.into_iter().enumerate() {
                     let now = Timestamp(1_746_000_000_000_000 + i as i64 * 1_000_000);
                     let prepared = model
                         .prepare(&batch, now)
                         .expect("generated batches are consistent");
                     model.apply(&prepared);
-                    block(&rt, store.ingest(&team, batch, now)).unwrap();
+                    if i == half {
+                        // The cache loads the first half; the rest reaches it as changes.
+                        let up = user_page_plan(&data, &mut Choices::new(vec![0]));
+                        let _ = eval(block(&rt, cached.user_page(&team, &up)));
+                    }
+                    let via = if i < half { &store } else { &cached };
+                    block(&rt, via.ingest(&team, batch, now)).unwrap();
                 }
                 let mut c = Choices::new(choices);
                 for req in requests {
@@ -267,14 +289,21 @@ mod differential {
                         result_items: *c.one(&[100_000, 100_000, 100_000, 3, 1, 0]),
                         ..Limits::default()
                     };
+                    let want = model.analytics(&plan, &limits);
                     let got = eval(block(&rt, store.analytics(&team, &plan, &limits)));
-                    check_analytics(&plan, &got, &model.analytics(&plan, &limits))?;
+                    check_analytics(&plan, &got, &want)?;
+                    let got = eval(block(&rt, cached.analytics(&team, &plan, &limits)));
+                    prop_assert_eq!(got, want);
                 }
                 let up: UserPagePlan = user_page_plan(&data, &mut c);
                 let got = eval(block(&rt, store.user_page(&team, &up)));
                 prop_assert_eq!(got, model.user_page(&up));
+                let got = eval(block(&rt, cached.user_page(&team, &up)));
+                prop_assert_eq!(got, model.user_page(&up));
                 let ap = agent_plan(&data, &mut c);
                 let got = eval(block(&rt, store.agent(&team, &ap)));
+                prop_assert_eq!(got, model.agent(&ap), "{:?}", ap);
+                let got = eval(block(&rt, cached.agent(&team, &ap)));
                 prop_assert_eq!(got, model.agent(&ap), "{:?}", ap);
                 for email in data.emails() {
                     prop_assert_eq!(
@@ -285,6 +314,12 @@ mod differential {
                 Ok(())
             })
             .unwrap();
+        // Every cached answer came from memory, and every team caught up with the writes
+        // of its second half.
+        let stats = cached.cache_stats();
+        assert_eq!(stats.pushdowns, 0, "{stats:?}");
+        assert_eq!(stats.loads, u64::from(DATASETS), "{stats:?}");
+        assert!(stats.catch_ups > 0, "{stats:?}");
     }
 }
 

@@ -405,15 +405,10 @@ impl RecordStore for SqliteStore {
     }
 }
 
-/// A team of at most this many usage records is answered on the caller's thread: its
-/// answers take well under a millisecond, and the hand-off to the blocking pool was half
-/// of a small query's cost. Larger teams, and teams not loaded yet or being written, go
-/// to the blocking pool so that no answer holds up the async runtime for long.
-const INLINE_ROWS: usize = 100_000;
 
 impl SqliteStore {
     /// Answers `f` from a team's cached data: inline when that cannot block (see
-    /// [`INLINE_ROWS`]), else on the blocking pool.
+    /// [`INLINE_ROWS`](crate::store::shared::INLINE_ROWS)), else on the blocking pool.
     async fn read_team<T: Send + 'static>(
         &self,
         team: &str,
@@ -427,7 +422,7 @@ impl SqliteStore {
             .and_then(|c| c.get(team).cloned());
         if let Some(c) = cached
             && let Ok(d) = c.data.try_read()
-            && d.usage_rows() <= INLINE_ROWS
+            && d.usage_rows() <= crate::store::shared::INLINE_ROWS
         {
             return f(&d);
         }
