@@ -283,9 +283,7 @@ async fn copy_kind(
         .iter()
         .map(|f| format!("\"{}\"", f.name))
         .collect();
-    let newer = after.map_or(String::new(), |a| {
-        format!(" AND {} > {a}", sql::CHANGE_SEQ)
-    });
+    let newer = after.map_or(String::new(), |a| format!(" AND {} > {a}", sql::CHANGE_SEQ));
     // COPY takes no parameters: the team is the transaction's setting `usage.team`.
     let statement = format!(
         "COPY (SELECT {} FROM {} WHERE team_id = current_setting('usage.team') AND {}{newer}) \
@@ -382,7 +380,10 @@ impl Cache {
         });
         if config.bytes > 0 {
             let task = tokio::spawn(listen_for_changes(Arc::downgrade(&cache), listen.clone()));
-            *cache.listener.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
+            *cache
+                .listener
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(task);
         }
         cache
     }
@@ -456,14 +457,15 @@ impl Cache {
             };
             match slot {
                 Slot::Ready(h) => {
-                    h.used
-                        .store(self.tick.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
-                    let unchecked = self.millis().saturating_sub(h.checked.load(Ordering::Acquire))
+                    h.used.store(
+                        self.tick.fetch_add(1, Ordering::Relaxed) + 1,
+                        Ordering::Relaxed,
+                    );
+                    let unchecked = self
+                        .millis()
+                        .saturating_sub(h.checked.load(Ordering::Acquire))
                         > RECHECK.as_millis() as u64;
-                    if h.stale()
-                        || !self.listening.load(Ordering::Acquire)
-                        || unchecked
-                    {
+                    if h.stale() || !self.listening.load(Ordering::Acquire) || unchecked {
                         self.catch_up(team, &h).await?;
                     }
                     self.hits.fetch_add(1, Ordering::Relaxed);
@@ -485,10 +487,18 @@ impl Cache {
     /// Loads a team and puts it in its slot (or marks it too large, or clears the slot
     /// when the load failed, so that a later query tries again).
     async fn load(&self, team: &str) {
+        let began = Instant::now();
         let loaded = self.read_team(team).await;
         let mut slots = self.slots();
         match loaded {
             Ok(Some((data, at))) => {
+                tracing::info!(
+                    team,
+                    rows = data.usage_rows(),
+                    bytes = weight(&data),
+                    seconds = began.elapsed().as_secs_f64(),
+                    "a team is loaded into the cache"
+                );
                 let held = Arc::new(Held {
                     bytes: AtomicU64::new(weight(&data)),
                     data: RwLock::new(data),
@@ -505,6 +515,11 @@ impl Cache {
                 self.keep_to_budget(&mut slots, team);
             }
             Ok(None) => {
+                tracing::info!(
+                    team,
+                    budget = self.config.bytes,
+                    "a team exceeds the cache's budget: its queries are answered in SQL"
+                );
                 slots.insert(team.to_string(), Slot::TooBig);
             }
             Err(e) => {
@@ -614,7 +629,9 @@ impl Cache {
             let victim = slots
                 .iter()
                 .filter_map(|(t, s)| match s {
-                    Slot::Ready(h) if t != keep => Some((h.used.load(Ordering::Relaxed), t.clone())),
+                    Slot::Ready(h) if t != keep => {
+                        Some((h.used.load(Ordering::Relaxed), t.clone()))
+                    }
                     _ => None,
                 })
                 .min();
@@ -691,7 +708,11 @@ async fn listen_for_changes(cache: Weak<Cache>, config: tokio_postgres::Config) 
                     }
                 }
             });
-            if client.batch_execute(&format!("LISTEN {CHANNEL}")).await.is_ok() {
+            if client
+                .batch_execute(&format!("LISTEN {CHANNEL}"))
+                .await
+                .is_ok()
+            {
                 let Some(c) = cache.upgrade() else { return };
                 c.listening.store(true, Ordering::Release);
                 c.all_stale();

@@ -145,10 +145,16 @@ async fn a_write_on_one_instance_is_read_on_the_other_within_a_second() {
         let after = model.analytics(&plan, &limits).unwrap();
         let got = reader.analytics(&team, &plan, &limits).await.unwrap();
         if std::ptr::eq(writer, reader) || got == after {
-            assert_eq!(got, after, "seed {seed}, step {step}: the writer reads its write");
+            assert_eq!(
+                got, after,
+                "seed {seed}, step {step}: the writer reads its write"
+            );
             at_once += 1;
         } else {
-            assert_eq!(got, before, "seed {seed}, step {step}: an answer of no state");
+            assert_eq!(
+                got, before,
+                "seed {seed}, step {step}: an answer of no state"
+            );
             loop {
                 let start = Instant::now();
                 let got = reader.analytics(&team, &plan, &limits).await.unwrap();
@@ -156,7 +162,10 @@ async fn a_write_on_one_instance_is_read_on_the_other_within_a_second() {
                     slowest = slowest.max(acked.elapsed());
                     break;
                 }
-                assert_eq!(got, before, "seed {seed}, step {step}: an answer of no state");
+                assert_eq!(
+                    got, before,
+                    "seed {seed}, step {step}: an answer of no state"
+                );
                 assert!(
                     start.duration_since(acked) < RECHECK,
                     "seed {seed}, step {step}: a read that started {:?} after the write missed it",

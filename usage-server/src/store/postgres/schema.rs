@@ -16,9 +16,15 @@ pub const REFERENCE_TABLES: &[&str] = &["teams", "keys"];
 /// co-located by `team_id`), the first one the others are co-located with.
 #[cfg(test)]
 pub fn team_tables() -> Vec<String> {
-    let mut out: Vec<String> = ["billing", "caps", "audit", "rate_buckets", sql::TEAM_CHANGES]
-        .map(String::from)
-        .to_vec();
+    let mut out: Vec<String> = [
+        "billing",
+        "caps",
+        "audit",
+        "rate_buckets",
+        sql::TEAM_CHANGES,
+    ]
+    .map(String::from)
+    .to_vec();
     out.extend(super::people::table_names().map(String::from));
     out.extend(
         usage_core::schema::records::KINDS

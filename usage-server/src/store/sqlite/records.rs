@@ -405,7 +405,6 @@ impl RecordStore for SqliteStore {
     }
 }
 
-
 impl SqliteStore {
     /// Answers `f` from a team's cached data: inline when that cannot block (see
     /// [`INLINE_ROWS`](crate::store::shared::INLINE_ROWS)), else on the blocking pool.
