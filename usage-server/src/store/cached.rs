@@ -489,8 +489,29 @@ mod tests {
     async fn another_process_revocation_is_seen_at_the_next_version_check() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("shared.db");
-        let server = CachedMeta::new(sqlite(&p).await, LONG);
-        let admin = sqlite(&p).await;
+        another_process_changes(sqlite(&p).await, sqlite(&p).await).await;
+    }
+
+    /// The same with two PostgreSQL store instances on one database, whose counter moves
+    /// with metadata writes only.
+    #[tokio::test]
+    async fn another_instance_revocation_is_seen_at_the_next_version_check_on_postgres() {
+        let schema = crate::store::postgres::tests::Schema::new("meta").await;
+        let open = || async {
+            Arc::new(
+                crate::store::postgres::PgStore::open(&schema.url())
+                    .await
+                    .unwrap(),
+            ) as Arc<dyn Store>
+        };
+        another_process_changes(open().await, open().await).await;
+    }
+
+    /// A key, a cap and billing changed by `admin` (another process or instance on the
+    /// same store) are answered from `server`'s cache until its next counter check, then
+    /// read anew.
+    async fn another_process_changes(server: Arc<dyn Store>, admin: Arc<dyn Store>) {
+        let server = CachedMeta::new(server, LONG);
         let t = team(admin.as_ref()).await;
         let hash = key(admin.as_ref(), &t, "key_a").await;
         server.refresh().await.unwrap();

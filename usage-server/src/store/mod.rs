@@ -339,7 +339,15 @@ pub async fn open_with(
         let s = postgres::PgStore::open_with(spec, cache)
             .await
             .map_err(|e| format!("cannot open the PostgreSQL store: {e}"))?;
-        return Ok(Arc::new(s));
+        if cache.bytes == 0 {
+            return Ok(Arc::new(s));
+        }
+        // A server with a cache keeps keys, teams, caps and billing in memory too, dropped
+        // when the store's metadata counter moves (polled with the change feed's cadence).
+        return Ok(Arc::new(cached::CachedMeta::new(
+            Arc::new(s),
+            cached::MAX_AGE,
+        )));
     }
     Err(format!(
         "unknown store `{spec}`: use memory:, sqlite:PATH or postgres://…"

@@ -5,7 +5,7 @@ use deadpool_postgres::GenericClient;
 use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
-use super::{PgStore, pg_err, unstorable};
+use super::{PgStore, pg_err, sql, unstorable};
 use crate::store::shared::{scope_from, scope_parts};
 use crate::store::{AuditEntry, CapStore, StoreError, StoreResult};
 
@@ -89,6 +89,7 @@ impl CapStore for PgStore {
         )
         .await
         .map_err(pg_err)?;
+        tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)
     }
 

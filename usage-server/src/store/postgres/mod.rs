@@ -38,7 +38,7 @@ pub mod sql;
 pub mod stats;
 mod teams;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -247,6 +247,20 @@ impl Store for PgStore {
 
     fn unreadable_count(&self) -> u64 {
         self.unreadable.count()
+    }
+
+    /// The metadata counter ([`sql::META_CHANGES`]): it moves with every write of teams,
+    /// keys, caps and billing, not with record writes (the columnar cache follows those).
+    async fn change_version(&self) -> StoreResult<Option<i64>> {
+        let c = self.client().await?;
+        let row = c
+            .query_one(
+                format!("SELECT version FROM {} WHERE id = 1", sql::META_CHANGES).as_str(),
+                &[],
+            )
+            .await
+            .map_err(pg_err)?;
+        Ok(Some(row.get(0)))
     }
 
     async fn take_token(

@@ -208,6 +208,7 @@ impl PgStore {
                     b.apply(r, now);
                 }
                 Self::write_billing(&tx, team, &b).await?;
+                tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
             } else if whole {
                 let stored = people::load(&tx, team).await?;
                 let batch = prepare(

@@ -10,7 +10,7 @@ use crate::store::StoreResult;
 /// found by its hash before its team is known. (The table lists and the Citus statements
 /// feed docs/citus.md and the test of the schema's keys; the store itself never needs them.)
 #[cfg(test)]
-pub const REFERENCE_TABLES: &[&str] = &["teams", "keys"];
+pub const REFERENCE_TABLES: &[&str] = &["teams", "keys", sql::META_CHANGES];
 
 /// Every table whose primary key starts with `team_id` (Citus distributed tables,
 /// co-located by `team_id`), the first one the others are co-located with.

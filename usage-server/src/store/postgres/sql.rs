@@ -259,9 +259,10 @@ pub const CHANGE_SEQ: &str = "change_seq";
 /// (`seq`) and of its last write of users or groups (`people_seq`).
 pub const TEAM_CHANGES: &str = "team_changes";
 
-/// Migration 5, the change feed that keeps instances' caches current: every record table
+/// Migration 5, the change feeds that keep instances' caches current: every record table
 /// gets [`CHANGE_SEQ`] (0 for rows written before) and an index to read a team's rows
-/// newer than a number; [`TEAM_CHANGES`] holds each team's last number.
+/// newer than a number; [`TEAM_CHANGES`] holds each team's last number, [`META_CHANGES`]
+/// the metadata counter.
 pub fn change_feed_migration(d: &dyn Dialect) -> Vec<String> {
     let ty = d.types();
     let mut out = Vec::new();
@@ -279,8 +280,24 @@ pub fn change_feed_migration(d: &dyn Dialect) -> Vec<String> {
         "CREATE TABLE IF NOT EXISTS {TEAM_CHANGES} (team_id {} PRIMARY KEY, seq {} NOT NULL, people_seq {} NOT NULL)",
         ty.text, ty.int, ty.int
     ));
+    out.push(format!(
+        "CREATE TABLE IF NOT EXISTS {META_CHANGES} (id INT PRIMARY KEY CHECK (id = 1), version {} NOT NULL)",
+        ty.int
+    ));
+    out.push(format!(
+        "INSERT INTO {META_CHANGES} (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING"
+    ));
     out
 }
+
+/// The one-row table of the store's metadata counter (migration 5): bumped by every write
+/// of teams, keys, caps and billing, so instances may cache those and drop them when it
+/// moves ([`crate::store::cached::CachedMeta`]). Like `teams` and `keys`, it is no team's
+/// (a Citus reference table); record writes never touch it.
+pub const META_CHANGES: &str = "meta_changes";
+
+/// The statement that bumps [`META_CHANGES`], in the transaction of a metadata write.
+pub const BUMP_META: &str = "UPDATE meta_changes SET version = version + 1 WHERE id = 1";
 
 /// The DDL type of a record field's column.
 pub fn column_type(t: &Types, ty: RecordType) -> &'static str {

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use usage_core::time::Timestamp;
 
-use super::{PgStore, pg_err};
+use super::{PgStore, pg_err, sql};
 use crate::store::shared::{key_info, permissions_text};
 use crate::store::{
     Billing, KeyInfo, KeyRecord, NewTeam, StoreError, StoreResult, Team, TeamStore,
@@ -23,6 +23,7 @@ impl TeamStore for PgStore {
         .map_err(pg_err)?;
         let b = Billing::new(team.plan, team.seats, team.credits_per_seat, now);
         Self::write_billing(&tx, &id, &b).await?;
+        tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)?;
         Ok(Team {
             id,
@@ -60,6 +61,7 @@ impl TeamStore for PgStore {
         )
         .await
         .map_err(pg_err)?;
+        tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)
     }
 
@@ -76,8 +78,9 @@ impl TeamStore for PgStore {
     }
 
     async fn revoke_key(&self, key_id: &str) -> StoreResult<()> {
-        let c = self.client().await?;
-        let n = c
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(pg_err)?;
+        let n = tx
             .execute(
                 "UPDATE keys SET revoked = COALESCE(revoked, $1) WHERE id = $2",
                 &[&Timestamp::now().0, &key_id],
@@ -87,6 +90,7 @@ impl TeamStore for PgStore {
         if n == 0 {
             return Err(StoreError::UnknownKey(key_id.to_string()));
         }
-        Ok(())
+        tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
+        tx.commit().await.map_err(pg_err)
     }
 }
