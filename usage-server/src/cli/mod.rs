@@ -117,6 +117,10 @@ pub struct ServeArgs {
     /// quarter of the machine's memory. The other stores hold their teams anyway.
     #[arg(long, value_parser = parse_bytes)]
     pub cache_bytes: Option<usize>,
+    /// Serve `GET /metrics` on this address only (default: on the API's address). It is
+    /// not authenticated: bind it where only the scraper reaches it.
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// A size in bytes: digits, optionally followed by K, M or G (powers of 1024; `KiB`,
@@ -464,7 +468,21 @@ async fn serve(store: Arc<dyn Store>, args: ServeArgs) -> Result<(), Failure> {
     let addr = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    let metrics = match args.metrics_listen {
+        Some(m) => Some(
+            tokio::net::TcpListener::bind(m)
+                .await
+                .map_err(|e| format!("cannot listen on {m} (--metrics-listen): {e}"))?,
+        ),
+        None => None,
+    };
     let mut line = json!({"listen": addr.to_string()});
+    if let Some(m) = &metrics {
+        let m = m
+            .local_addr()
+            .map_err(|e| format!("cannot read the metrics address: {e}"))?;
+        line["metrics_listen"] = json!(m.to_string());
+    }
     if let Some(key) = demo {
         line["service_key"] = json!(key);
         line["curl"] = json!(crate::demo::curl(addr, &key));
@@ -489,7 +507,7 @@ async fn serve(store: Arc<dyn Store>, args: ServeArgs) -> Result<(), Failure> {
         poll_interval: http::POLL_INTERVAL,
         timeouts: http::Timeouts::default(),
     };
-    http::serve(store, config, listener, shutdown_signal()).await;
+    http::serve_with(store, config, listener, metrics, shutdown_signal()).await;
     tracing::info!("stopped");
     Ok(())
 }

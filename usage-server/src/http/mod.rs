@@ -6,6 +6,7 @@
 //! permission (403) → validation (400) → names (404). The operations are in `ops`.
 
 mod conn;
+pub mod metrics;
 mod ops;
 
 pub use conn::Timeouts;
@@ -76,6 +77,10 @@ pub struct App {
     store: Arc<dyn Store>,
     config: Config,
     rate: RateLimiter,
+    metrics: metrics::Metrics,
+    /// Whether `GET /metrics` is served on the API's listener (not when `serve
+    /// --metrics-listen` gave it an address of its own).
+    metrics_on_api: bool,
 }
 
 impl App {
@@ -85,6 +90,8 @@ impl App {
             rate: RateLimiter::new(config.rate),
             store,
             config,
+            metrics: metrics::Metrics::new(),
+            metrics_on_api: true,
         }
     }
 }
@@ -169,6 +176,31 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify()
 }
 
+/// The filter of a metrics-only listener (`serve --metrics-listen`): `GET /metrics`, and
+/// 404 for every other path.
+fn metrics_routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
+    warp::any()
+        .and(warp::method())
+        .and(warp::path::full())
+        .then(move |method: Method, path: FullPath| {
+            let app = app.clone();
+            async move {
+                let answer = if path.as_str() == "/metrics" {
+                    metrics_response(&app, &method, path.as_str()).await
+                } else {
+                    Err(ApiError::new(
+                        Code::NotFound,
+                        format!(
+                            "no endpoint at `{}`; this address serves GET /metrics",
+                            path.as_str()
+                        ),
+                    ))
+                };
+                answer.unwrap_or_else(|e| e.into_response(""))
+            }
+        })
+}
+
 fn valid_request_id(s: &str) -> bool {
     (1..=128).contains(&s.len())
         && s.bytes()
@@ -219,16 +251,47 @@ where
         }
     };
     set_request_id(&mut res, &rid);
+    let seconds = started.elapsed().as_secs_f64();
+    app.metrics.request(
+        endpoint_label(cx.op, path.as_str()),
+        res.status().as_u16(),
+        seconds,
+    );
     tracing::info!(
         request_id = %rid,
         method = %method,
         op = cx.op.map_or("-", Op::name),
         team = cx.team.as_deref().unwrap_or("-"),
         status = res.status().as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        latency_ms = seconds * 1000.0,
         "request"
     );
     res
+}
+
+/// The `operation` label of a request in the metrics: a fixed set, whatever the path.
+fn endpoint_label(op: Option<Op>, path: &str) -> &'static str {
+    match (op, path) {
+        (Some(op), _) => op.name(),
+        (None, "/healthz") => "healthz",
+        (None, "/metrics") => "metrics",
+        (None, "/openapi.json") => "openapi",
+        _ => "-",
+    }
+}
+
+/// `GET /metrics` (and `HEAD`).
+async fn metrics_response(app: &App, method: &Method, path: &str) -> Result<Response, ApiError> {
+    if method != Method::GET && method != Method::HEAD {
+        return Err(method_not_allowed(method, path, "GET, HEAD"));
+    }
+    let text = app.metrics.render(app.store.as_ref()).await;
+    let mut res = Response::new(text.into());
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(metrics::CONTENT_TYPE),
+    );
+    Ok(res)
 }
 
 async fn route<S, B>(
@@ -256,6 +319,9 @@ where
             }))),
             Err(e) => Err(ApiError::unavailable(format!("storage unavailable: {e}"))),
         };
+    }
+    if path == "/metrics" && app.metrics_on_api {
+        return metrics_response(app, method, path).await;
     }
     let op = path
         .strip_prefix("/api/v1/")
@@ -412,6 +478,18 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
+    serve_with(store, config, listener, None, shutdown).await;
+}
+
+/// [`serve`], with `GET /metrics` on a listener of its own when `metrics` is given (and
+/// then not on the API's).
+pub async fn serve_with(
+    store: Arc<dyn Store>,
+    config: Config,
+    listener: tokio::net::TcpListener,
+    metrics: Option<tokio::net::TcpListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
@@ -432,7 +510,22 @@ pub async fn serve(
         })
     };
     let timeouts = config.timeouts;
-    let app = Arc::new(App::new(store.clone(), config));
+    let app = Arc::new(App {
+        metrics_on_api: metrics.is_none(),
+        ..App::new(store.clone(), config)
+    });
+    let metrics_server = metrics.map(|l| {
+        let app = app.clone();
+        let mut stop = rx.clone();
+        tokio::spawn(conn::serve(
+            l,
+            warp::service(metrics_routes(app)),
+            timeouts,
+            async move {
+                let _ = stop.wait_for(|v| *v).await;
+            },
+        ))
+    });
     let mut stop = rx.clone();
     let run = conn::serve(listener, warp::service(routes(app)), timeouts, async move {
         let _ = stop.wait_for(|v| *v).await;
@@ -448,6 +541,9 @@ pub async fn serve(
         }
     }
     poller.abort();
+    if let Some(m) = metrics_server {
+        m.abort();
+    }
     if let Err(e) = store.close().await {
         tracing::warn!(error = %e, "closing the store failed");
     }

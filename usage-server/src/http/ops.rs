@@ -208,10 +208,12 @@ pub(super) async fn dispatch(
             let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
             let batch =
                 validate::with_decoded(&d, |r, _| load::ingest(r, limits)).map_err(invalid)?;
+            let kind = batch.kind.name;
             let n = app
                 .store
                 .ingest(&key.team_id, batch, Timestamp::now())
                 .await?;
+            app.metrics.ingested(kind, n);
             Ok(json_response(&IngestResponse { accepted: n as i64 }))
         }
     }

@@ -421,6 +421,14 @@ impl Store for CachedMeta {
         self.inner.take_token(team, key_id, rate).await
     }
 
+    async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>> {
+        self.inner.record_counts().await
+    }
+
+    fn cache_stats(&self) -> Option<super::postgres::cache::CacheStats> {
+        self.inner.cache_stats()
+    }
+
     async fn close(&self) -> StoreResult<()> {
         self.closed.store(true, Ordering::Release);
         self.invalidate_all();

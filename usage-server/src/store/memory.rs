@@ -278,6 +278,17 @@ impl Store for MemoryStore {
         Ok(0)
     }
 
+    async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>> {
+        let teams: Vec<Arc<RwLock<TeamData>>> = self
+            .data
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        Ok(super::shared::count_records(teams.iter().map(|t| &**t)))
+    }
+
     async fn close(&self) -> StoreResult<()> {
         self.meta()?.closed = true;
         Ok(())

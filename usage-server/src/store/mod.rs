@@ -273,6 +273,16 @@ pub trait Store: TeamStore + RecordStore + CapStore + BillingStore {
     ) -> Option<StoreResult<Result<(), std::time::Duration>>> {
         None
     }
+    /// Records held per kind (users, groups and every usage kind), for `GET /metrics`:
+    /// exact where the store holds its teams in memory, an estimate where it does not
+    /// (PostgreSQL). Empty when the store cannot tell.
+    async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>> {
+        Ok(Vec::new())
+    }
+    /// What the store's columnar cache has done, where it has one (PostgreSQL).
+    fn cache_stats(&self) -> Option<postgres::cache::CacheStats> {
+        None
+    }
     /// Flushes and closes the store; later calls fail with [`StoreError::Unavailable`].
     async fn close(&self) -> StoreResult<()>;
 }

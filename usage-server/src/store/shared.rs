@@ -178,3 +178,20 @@ pub(crate) fn poisoned<T>(_: T) -> StoreError {
 /// of a small query's cost. Larger teams, and teams not loaded yet or being written, go
 /// to the blocking pool so that no answer holds up the async runtime for long.
 pub(crate) const INLINE_ROWS: usize = 100_000;
+
+/// Records held per kind by teams in memory ([`super::Store::record_counts`]): every kind
+/// of team data, in [`TeamData::segment_kinds`] order, zero included.
+pub(crate) fn count_records<'a>(
+    teams: impl Iterator<Item = &'a std::sync::RwLock<usage_core::eval::TeamData>>,
+) -> Vec<(&'static str, u64)> {
+    use usage_core::eval::TeamData;
+    let mut out: Vec<(&'static str, u64)> =
+        TeamData::segment_kinds().map(|k| (k.name, 0)).collect();
+    for t in teams {
+        let d = t.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (kind, (_, n)) in TeamData::segment_kinds().zip(out.iter_mut()) {
+            *n += d.len(kind) as u64;
+        }
+    }
+    out
+}

@@ -13,6 +13,7 @@ mod crash;
 mod errors;
 mod fidelity;
 mod hotpath;
+mod metrics;
 mod ops;
 mod permissions;
 mod process;

@@ -409,6 +409,11 @@ impl Cache {
         self.began.elapsed().as_millis() as u64
     }
 
+    /// The budget in bytes (0: no cache).
+    pub(super) fn budget(&self) -> usize {
+        self.config.bytes
+    }
+
     /// What the cache has done so far.
     pub(super) fn stats(&self) -> CacheStats {
         let bytes = self

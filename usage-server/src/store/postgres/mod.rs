@@ -272,6 +272,35 @@ impl Store for PgStore {
         Some(self.take_token_now(team, key_id, rate).await)
     }
 
+    /// The planner's live-row estimates of the tables (`pg_stat_user_tables`): a count
+    /// of every team's rows would read them all.
+    async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT relname::text, n_live_tup FROM pg_stat_user_tables WHERE schemaname = current_schema()",
+                &[],
+            )
+            .await
+            .map_err(pg_err)?;
+        let live: std::collections::HashMap<String, i64> =
+            rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        Ok(usage_core::eval::TeamData::segment_kinds()
+            .map(|k| {
+                let table = if sql::has_table(k) {
+                    sql::table(k)
+                } else {
+                    k.name.to_string()
+                };
+                (k.name, live.get(&table).copied().unwrap_or(0).max(0) as u64)
+            })
+            .collect())
+    }
+
+    fn cache_stats(&self) -> Option<cache::CacheStats> {
+        (self.cache.budget() > 0).then(|| self.cache.stats())
+    }
+
     async fn close(&self) -> StoreResult<()> {
         self.closed.store(true, Ordering::Release);
         self.cache.stop();

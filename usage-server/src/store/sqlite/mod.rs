@@ -254,6 +254,18 @@ impl Store for SqliteStore {
         self.inner.unreadable.count()
     }
 
+    async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>> {
+        let teams: Vec<Arc<Cached>> = self
+            .inner
+            .cache
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        Ok(super::shared::count_records(teams.iter().map(|t| &t.data)))
+    }
+
     async fn close(&self) -> StoreResult<()> {
         self.blocking(|i| {
             for slot in [&i.reader, &i.loader, &i.conn] {
