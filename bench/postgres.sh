@@ -1,31 +1,163 @@
 #!/usr/bin/env bash
-# The six queries of QUERIES.md on the PostgreSQL store against the in-memory evaluator,
-# same rows, one run. Needs the local PostgreSQL (bash .ci/postgres makes it available).
+# The PostgreSQL store at scale, as a user meets it (issue 16, Acceptance), in one run:
+# `usage-server import` of ROWS autocomplete records into PostgreSQL (and, for reference,
+# into the embedded store); the embedded store's Q1-Q6 over HTTP; `serve` on PostgreSQL with
+# its columnar cache (the first query while the team loads, the load's seconds and bytes
+# from the server's log, Q1-Q6 warm against the embedded store); `serve --cache-bytes 0`
+# (every query in SQL) against DuckDB on one thread. Every answer is compared with the
+# in-memory evaluator's on the same rows. Needs the local PostgreSQL (bash .ci/postgres
+# makes it available).
 #
-#   bash bench/postgres.sh                       # 1M rows, 5 runs
-#   ROWS=100000 RUNS=3 bash bench/postgres.sh
+#   bash bench/postgres.sh                          # 1M rows, release build, 5 runs a query
+#   ROWS=100000 RUNS=3 bash bench/postgres.sh       # quicker
 #   URL=postgres://user@host/db bash bench/postgres.sh
+#   BIN=/path/to/usage-server bash bench/postgres.sh   # another build (e.g. an older commit)
+#   KEEP=1 bash bench/postgres.sh                   # leave the temporary files and schema behind
+#   INPROC=1 bash bench/postgres.sh                 # also the in-process bench
+#                                                   # (usage-server/benches/postgres.rs)
+#
+# Data: as bench/embedded.sh (the generator of usage-core/benches/eval.rs, cached under
+# bench/data). The run uses a fresh schema `bench_PID` of the database at URL, dropped at
+# the end. Prints machine facts and Markdown tables; exits non-zero if a step fails or an
+# answer differs (targets missed are reported, not fatal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 rows=${ROWS:-1000000}
 runs=${RUNS:-5}
 url=${URL:-postgres://postgres@127.0.0.1:5432/test}
+bin=${BIN:-}
+
+step=setup
+work=
+py=
+schema=
+fail() { echo "bench/postgres.sh: FAILED at step '$step'${1:+: $1}" >&2; exit 1; }
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ -n "$py" ] && kill -0 "$py" 2>/dev/null; then
+    kill -TERM "$py" 2>/dev/null || true
+    wait "$py" 2>/dev/null || true
+  fi
+  if [ -n "$work" ] && [ -f "$work/server.pids" ]; then
+    while read -r pid; do
+      kill -KILL "$pid" 2>/dev/null || true
+    done <"$work/server.pids"
+  fi
+  if [ -n "$schema" ]; then
+    if [ -n "${KEEP:-}" ]; then
+      echo "kept schema $schema" >&2
+    else
+      psql "$url" -qX -c "SET client_min_messages = warning" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null ||
+        echo "bench/postgres.sh: could not drop schema $schema" >&2
+    fi
+  fi
+  if [ -n "$work" ] && [ -d "$work" ]; then
+    if [ -n "${KEEP:-}" ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
+  fi
+  [ "$rc" -eq 0 ] || echo "bench/postgres.sh: exit $rc (step '$step')" >&2
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+case $rows in ''|*[!0-9]*) fail "ROWS must be a number of rows, got '$rows'" ;; esac
+case $runs in ''|*[!0-9]*|0) fail "RUNS must be a positive number, got '$runs'" ;; esac
+command -v python3 >/dev/null || fail "python3 is needed"
+command -v psql >/dev/null || fail "psql is needed"
+
+step="PostgreSQL"
+psql "$url" -qX -c "SELECT 1" >/dev/null || fail "no PostgreSQL at $url"
+
+step="build the eval bench"
+cargo bench -p usage-core --bench eval --no-run --quiet || fail
+eval_bench() { cargo bench -p usage-core --bench eval --quiet -- "$@"; }
+
+if [ -z "$bin" ]; then
+  step="build the release server"
+  cargo build --release -p usage-server --bin usage-server --quiet || fail
+  bin=$root/target/release/usage-server
+  what="this tree, $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' + uncommitted changes')"
+else
+  what="BIN=$bin"
+fi
+step="server binary"
+[ -x "$bin" ] || fail "no executable at $bin"
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+
+step="data"
 mkdir -p bench/data
 csv=$root/bench/data/autocomplete-$rows.csv
-[ -s "$csv" ] || cargo bench -p usage-core --bench eval --quiet -- gen --rows "$rows" --csv "$csv"
-echo "- nproc: $(nproc); CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); rustc: $(rustc --version)"
-echo "- medians of $runs runs per query; answers compared value by value (AVG to 1e-12)"
-echo
+jsonl=$root/bench/data/autocomplete-$rows.jsonl
+if [ ! -s "$csv" ]; then
+  eval_bench gen --rows "$rows" --csv "$csv.tmp" || fail
+  mv "$csv.tmp" "$csv"
+fi
+if [ ! -s "$jsonl" ] || [ "$jsonl" -ot "$csv" ]; then
+  eval_bench jsonl --csv "$csv" --out "$jsonl.tmp" || fail
+  mv "$jsonl.tmp" "$jsonl"
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/pgbench.XXXXXX")
+
+step="in-memory evaluator's answers"
+echo "== $rows rows: in-memory evaluator" >&2
+eval_bench run --csv "$csv" --runs "$runs" --out "$work/ours.json" || fail
+first_day=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["first_day"])' "$work/ours.json")
+eval_bench queries --first-day "$first_day" >"$work/queries.jsonl" || fail
+[ "$(wc -l <"$work/queries.jsonl")" -eq 6 ] || fail "expected 6 queries from the eval bench"
+
 # DuckDB (one thread) on the same CSV, as bench/run.sh runs it: issue 16's pushdown target
 # is PostgreSQL <= 10x DuckDB single-thread.
+step="DuckDB"
 duckdb_version=2.0.0
 if ! bench/.venv/bin/python -c "import duckdb, sys; sys.exit(duckdb.__version__ != '$duckdb_version')" 2>/dev/null; then
-  python3 -m venv bench/.venv
-  bench/.venv/bin/pip install --quiet "duckdb==$duckdb_version"
+  python3 -m venv bench/.venv || fail
+  bench/.venv/bin/pip install --quiet "duckdb==$duckdb_version" || fail
 fi
-duck=$root/bench/data/duck-$rows.json
-bench/.venv/bin/python bench/duck.py "$csv" "$runs" "$duck" >&2
-echo "- DuckDB $duckdb_version (Python package, SET threads=1) on the same CSV, medians of $runs runs"
+echo "== $rows rows: DuckDB" >&2
+duck=$work/duck.json
+bench/.venv/bin/python bench/duck.py "$csv" "$runs" "$duck" >&2 || fail
+
+step="schema"
+schema=bench_$$
+psql "$url" -qX -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning" -c "DROP SCHEMA IF EXISTS $schema CASCADE" -c "CREATE SCHEMA $schema" >/dev/null || fail
+case $url in *\?*) sep='&' ;; *) sep='?' ;; esac
+store_url="$url${sep}options=-csearch_path%3D$schema"
+
+step="stores"
+echo "== $rows rows: $bin" >&2
+python3 bench/postgres/bench.py --bin "$bin" --jsonl "$jsonl" --rows "$rows" \
+  --queries "$work/queries.jsonl" --answers "$work/ours.json" --runs "$runs" \
+  --workdir "$work" --url "$store_url" --duck "$duck" >"$work/report.md" &
+py=$!
+wait "$py" || { py=; fail "see the lines above"; }
+py=
+
+if [ -n "${INPROC:-}" ]; then
+  step="in-process bench"
+  cargo bench -p usage-server --bench postgres --quiet -- --csv "$csv" --url "$url" \
+    --runs "$runs" --duck "$duck" >"$work/inproc.md" || fail
+fi
+
+step="report"
+echo "## Machine"
 echo
-cargo bench -p usage-server --bench postgres --quiet -- --csv "$csv" --url "$url" --runs "$runs" --duck "$duck"
+echo "- nproc: $(nproc)"
+echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+echo "- RAM: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+echo "- rustc: $(rustc --version)"
+echo "- server: $what ($("$bin" --version)); bench scripts at $(git rev-parse --short HEAD)"
+echo "- PostgreSQL: $(psql "$url" -AtqX -c 'SHOW server_version') at ${url%%\?*}"
+echo "- DuckDB $duckdb_version (Python package, SET threads=1) on the same CSV"
+echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- medians of $runs runs per query over HTTP (one keep-alive connection); answers compared value by value (AVG to 1e-12 relative)"
+cat "$work/report.md"
+if [ -n "${INPROC:-}" ]; then
+  echo
+  echo "### In-process (usage-server/benches/postgres.rs: the store's calls, no HTTP)"
+  echo
+  cat "$work/inproc.md"
+fi

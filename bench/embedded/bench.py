@@ -15,6 +15,10 @@ by value with the in-memory evaluator's (AVG to 1e-12 relative); VmRSS again; SI
 a clean exit; then the size of the store's files. Prints a Markdown table and exits 1 if an
 answer differs or a step fails (targets not met are reported, not failures).
 
+The helpers (the CLI, `import`, `serve`, the queries over HTTP and the comparison of
+answers) take the store as a `--store` spec (`sqlite:PATH` or a PostgreSQL URL) and are
+shared with bench/postgres/bench.py.
+
 Python standard library only.
 """
 import argparse
@@ -35,29 +39,55 @@ HEALTHY_TIMEOUT_S = 900
 STOP_TIMEOUT_S = 120
 
 
+# The tag of the progress lines on stderr; bench/postgres/bench.py sets its own.
+TAG = "embedded"
+
+
 class Failed(Exception):
     pass
 
 
 def log(msg):
-    print(f"[embedded] {msg}", file=sys.stderr, flush=True)
+    print(f"[{TAG}] {msg}", file=sys.stderr, flush=True)
 
 
-def cli(bin_, db, *args):
-    """Runs one CLI command on the store; its stdout as JSON objects (one a line)."""
-    cmd = [bin_, "--store", f"sqlite:{db}", *args]
+def cli(bin_, store, *args):
+    """Runs one CLI command on the store (`sqlite:PATH` or a PostgreSQL URL); its stdout as
+    JSON objects (one a line)."""
+    cmd = [bin_, "--store", store, *args]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise Failed(f"`{' '.join(args[:2])}` failed (exit {p.returncode}): {p.stderr.strip()}")
     return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
 
 
-def setup_store(bin_, db):
+def setup_store(bin_, store):
     """A team and an analytics-read key in a fresh store: (team id, service key)."""
-    team = cli(bin_, db, "team", "create", "--name", "bench")[0]["team_id"]
-    key = cli(bin_, db, "key", "create", "--team", team, "--permissions", "analytics-read",
+    team = cli(bin_, store, "team", "create", "--name", "bench")[0]["team_id"]
+    key = cli(bin_, store, "key", "create", "--team", team, "--permissions", "analytics-read",
               "--name", "bench")[0]["service_key"]
     return team, key
+
+
+def import_records(bin_, store, team, jsonl, rows):
+    """`import --kind autocomplete` of the JSONL, timed: (wall s, CPU s of the process,
+    records/s of its own summary line)."""
+    log(f"import {rows:,} rows from {jsonl}")
+    t, c = time.monotonic(), children_cpu_s()
+    p = subprocess.run([bin_, "--store", store, "import", "--team", team,
+                        "--kind", "autocomplete", jsonl], capture_output=True, text=True)
+    wall = time.monotonic() - t
+    cpu = children_cpu_s() - c
+    if p.returncode != 0:
+        raise Failed(f"import failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
+    m = re.search(r"imported (\d+) autocomplete records in ([\d.]+) s \((\d+) records/s\)",
+                  p.stderr)
+    if not m:
+        raise Failed(f"no summary line from import:\n{p.stderr[-2000:]}")
+    imported, own_rate = int(m.group(1)), int(m.group(3))
+    if imported != rows:
+        raise Failed(f"import says {imported} records, expected {rows}")
+    return wall, cpu, own_rate
 
 
 def store_files(db):
@@ -97,16 +127,16 @@ def children_cpu_s():
 class Server:
     """`usage-server serve` on a free port; stopped with SIGTERM."""
 
-    def __init__(self, bin_, db, workdir, label):
+    def __init__(self, bin_, store, workdir, label, extra_args=()):
         self.port = free_port()
         self.label = label
         self.err_path = os.path.join(workdir, f"serve-{label}.stderr")
         self.err = open(self.err_path, "w")
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(
-            [bin_, "--store", f"sqlite:{db}", "serve", "--listen", f"127.0.0.1:{self.port}",
+            [bin_, "--store", store, "serve", "--listen", f"127.0.0.1:{self.port}",
              # Far above what the benchmark sends: no 429 in the timings.
-             "--rate-per-minute", "1000000", "--rate-burst", "100000"],
+             "--rate-per-minute", "1000000", "--rate-burst", "100000", *extra_args],
             stdout=subprocess.DEVNULL, stderr=self.err)
         # For bench/embedded.sh's exit trap, should this process die without cleaning up.
         with open(os.path.join(workdir, "server.pids"), "a") as f:
@@ -117,6 +147,11 @@ class Server:
         self.err.flush()
         with open(self.err_path) as f:
             return "".join(f.readlines()[-15:])
+
+    def stderr_text(self):
+        self.err.flush()
+        with open(self.err_path) as f:
+            return f.read()
 
     def wait_healthy(self):
         """Seconds from spawn to the first 200 of GET /healthz."""
@@ -215,6 +250,29 @@ def diff(got, want):
     return None
 
 
+def run_queries(server, key, queries, ours, runs):
+    """Each query `runs` times over HTTP, every answer compared with the in-memory
+    evaluator's: ([(name, median s, result rows, problem or None)], any answer differs)."""
+    results, failed = [], False
+    for q in queries:
+        body = dict(q["body"], service_key=key)
+        want = ours["queries"][q["name"]]["rows"]
+        times, problem, n = [], None, 0
+        for _ in range(runs):
+            status, answer, secs = server.post("/api/v1/Analytics", body)
+            if status != 200:
+                raise Failed(f"{q['name']}: HTTP {status}: {str(answer)[:500]}")
+            times.append(secs)
+            got = rows_of(answer, q["columns"])
+            n = len(got)
+            problem = problem or diff(got, want)
+        failed |= problem is not None
+        results.append((q["name"], statistics.median(times), n, problem))
+        log(f"{q['name']}: {statistics.median(times) * 1e3:.1f} ms, {n} rows, "
+            f"{'equal' if problem is None else 'DIFFER: ' + problem}")
+    return results, failed
+
+
 def fmt_int(n):
     return f"{n:,.0f}"
 
@@ -235,9 +293,9 @@ def main():
     # 1. Empty store: the base of resident memory.
     empty_db = os.path.join(o.workdir, "empty", "usage.db")
     os.makedirs(os.path.dirname(empty_db))
-    setup_store(o.bin, empty_db)
+    setup_store(o.bin, f"sqlite:{empty_db}")
     log("empty store: serve")
-    s = Server(o.bin, empty_db, o.workdir, "empty")
+    s = Server(o.bin, f"sqlite:{empty_db}", o.workdir, "empty")
     try:
         empty_healthy = s.wait_healthy()
         empty_rss = s.rss()
@@ -250,28 +308,14 @@ def main():
     # 2. Import.
     db = os.path.join(o.workdir, "store", "usage.db")
     os.makedirs(os.path.dirname(db))
-    team, key = setup_store(o.bin, db)
-    log(f"import {o.rows:,} rows from {o.jsonl}")
-    t, c = time.monotonic(), children_cpu_s()
-    p = subprocess.run([o.bin, "--store", f"sqlite:{db}", "import", "--team", team,
-                        "--kind", "autocomplete", o.jsonl], capture_output=True, text=True)
-    import_s = time.monotonic() - t
-    import_cpu = children_cpu_s() - c
-    if p.returncode != 0:
-        raise Failed(f"import failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
-    m = re.search(r"imported (\d+) autocomplete records in ([\d.]+) s \((\d+) records/s\)",
-                  p.stderr)
-    if not m:
-        raise Failed(f"no summary line from import:\n{p.stderr[-2000:]}")
-    imported, own_rate = int(m.group(1)), int(m.group(3))
-    if imported != o.rows:
-        raise Failed(f"import says {imported} records, expected {o.rows}")
+    team, key = setup_store(o.bin, f"sqlite:{db}")
+    import_s, import_cpu, own_rate = import_records(o.bin, f"sqlite:{db}", team, o.jsonl, o.rows)
     after_import = sum(store_files(db).values())
     log(f"imported in {import_s:.1f} s; {after_import / o.rows:.1f} B/row on disk")
 
     # 3. Serve to healthy, memory, Q1-Q6.
     log("loaded store: serve")
-    s = Server(o.bin, db, o.workdir, "loaded")
+    s = Server(o.bin, f"sqlite:{db}", o.workdir, "loaded")
     try:
         healthy_s = s.wait_healthy()
         rss_start = s.rss()
@@ -287,23 +331,7 @@ def main():
         rss_first = s.rss()
         log(f"first answer ({first['name']}) in {first_s:.2f} s, {to_answer_s:.2f} s after "
             f"spawn, VmRSS {rss_first / 2**20:.1f} MiB")
-        results, failed = [], False
-        for q in queries:
-            body = dict(q["body"], service_key=key)
-            want = ours["queries"][q["name"]]["rows"]
-            times, problem, n = [], None, 0
-            for _ in range(o.runs):
-                status, answer, secs = s.post("/api/v1/Analytics", body)
-                if status != 200:
-                    raise Failed(f"{q['name']}: HTTP {status}: {str(answer)[:500]}")
-                times.append(secs)
-                got = rows_of(answer, q["columns"])
-                n = len(got)
-                problem = problem or diff(got, want)
-            failed |= problem is not None
-            results.append((q["name"], statistics.median(times), n, problem))
-            log(f"{q['name']}: {statistics.median(times) * 1e3:.1f} ms, {n} rows, "
-                f"{'equal' if problem is None else 'DIFFER: ' + problem}")
+        results, failed = run_queries(s, key, queries, ours, o.runs)
         rss_queries = s.rss()
         hwm = vm(s.proc.pid, "VmHWM")
         code = s.stop()
@@ -365,5 +393,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except Failed as e:
-        print(f"[embedded] FAILED: {e}", file=sys.stderr)
+        print(f"[{TAG}] FAILED: {e}", file=sys.stderr)
         sys.exit(1)
