@@ -8,6 +8,7 @@
 //! JSON number or a decimal string, and an absent number reads as zero.
 
 pub mod decode;
+pub mod export;
 pub mod lenient;
 
 use serde::{Deserialize, Serialize};

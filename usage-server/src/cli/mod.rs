@@ -71,6 +71,20 @@ pub enum Command {
     Key(KeyCommand),
     /// Load records of one kind from a JSONL file (`-` reads stdin), all or nothing.
     Import(ImportArgs),
+    /// Answer one `Analytics` query of a team as CSV or NDJSON on stdout, as `POST
+    /// /api/v1/Analytics` with `Accept: text/csv` would (the request body in FILE, `-`
+    /// reads stdin; a `service_key` in it is ignored).
+    Export {
+        /// The team id.
+        #[arg(long)]
+        team: String,
+        /// The request body: `{"query_requests": [ONE QUERY], ...}`.
+        #[arg(long)]
+        query: std::path::PathBuf,
+        /// `csv` or `ndjson`.
+        #[arg(long, default_value = "csv", value_parser = parse_format)]
+        format: usage_core::wire::export::Format,
+    },
     /// Print a team's cap audit log, oldest first, one JSON object a line.
     Audit {
         /// The team id.
@@ -121,6 +135,58 @@ pub struct ServeArgs {
     /// not authenticated: bind it where only the scraper reaches it.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+}
+
+fn parse_format(s: &str) -> Result<usage_core::wire::export::Format, String> {
+    usage_core::wire::export::Format::parse(s)
+        .ok_or_else(|| format!("`{s}` is no export format: csv or ndjson"))
+}
+
+/// `export`: the answer of one query as CSV or NDJSON, written to stdout.
+async fn export(
+    store: &dyn Store,
+    team: &str,
+    query: &std::path::Path,
+    format: usage_core::wire::export::Format,
+) -> Result<(), Failure> {
+    use std::io::{Read, Write};
+    use usage_core::wire::export;
+    let mut body = Vec::new();
+    let read = if query.as_os_str() == "-" {
+        std::io::stdin().read_to_end(&mut body)
+    } else {
+        std::fs::File::open(query).and_then(|mut f| f.read_to_end(&mut body))
+    };
+    read.map_err(|e| format!("cannot read {}: {e}", query.display()))?;
+    let limits = Limits::default();
+    let invalid = |v: usage_core::Violations| Failure {
+        summary: format!("{}: not a valid Analytics request", query.display()),
+        lines: v.iter().map(ToString::to_string).collect(),
+        stdout: Vec::new(),
+    };
+    let d = usage_core::wire::decode::decode::<usage_core::wire::AnalyticsRequest>(&body)
+        .map_err(|usage_core::wire::decode::KindErrors(v)| invalid(v))?;
+    let plan = usage_core::validate::with_decoded(&d, |r, _| {
+        let plan = usage_core::validate::analytics(r, &limits)?;
+        if plan.queries.len() == 1 {
+            Ok(plan)
+        } else {
+            Err(export::one_query(format))
+        }
+    })
+    .map_err(invalid)?;
+    store.billing(team).await?;
+    let res = store.analytics(team, &plan, &limits).await?;
+    let text = export::encode(
+        format,
+        &plan.queries[0].output_aliases(),
+        &res.query_results[0],
+    );
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("cannot write the export: {e}"))?;
+    Ok(())
 }
 
 /// A size in bytes: digits, optionally followed by K, M or G (powers of 1024; `KiB`,
@@ -346,6 +412,14 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
         Command::Backup { to } => {
             store.close().await?;
             vec![backup(&cli.store, &to).await?]
+        }
+        Command::Export {
+            team,
+            query,
+            format,
+        } => {
+            export(store.as_ref(), &team, &query, format).await?;
+            Vec::new()
         }
         Command::Audit { team } => {
             store.billing(&team).await?;

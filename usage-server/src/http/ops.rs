@@ -7,6 +7,7 @@ use usage_core::schema::Permission;
 use usage_core::time::Timestamp;
 use usage_core::validate;
 use usage_core::wire::decode::{Decoded, KindErrors, Request, decode};
+use usage_core::wire::export::{self, Format};
 use usage_core::wire::{
     AgentAnalyticsRequest, AnalyticsRequest, GetTeamCreditBalanceRequest, GetUsageConfigRequest,
     GetUsageConfigResponse, IngestRequest, IngestResponse, UsageConfigRequest, UsageConfigResponse,
@@ -145,10 +146,32 @@ pub(super) async fn dispatch(
         Op::Analytics => {
             let d = kinds::<AnalyticsRequest>(body)?;
             let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
-            let plan = validate::with_decoded(&d, |r, _| validate::analytics(r, limits))
-                .map_err(invalid)?;
+            // An export (`Accept: text/csv` or `application/x-ndjson`) holds one query.
+            let format = headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .and_then(Format::from_accept);
+            let plan = validate::with_decoded(&d, |r, _| {
+                let plan = validate::analytics(r, limits)?;
+                match format {
+                    Some(f) if plan.queries.len() != 1 => Err(export::one_query(f)),
+                    _ => Ok(plan),
+                }
+            })
+            .map_err(invalid)?;
             let res = app.store.analytics(&key.team_id, &plan, limits).await?;
-            Ok(json_response(&res))
+            Ok(match (format, res.query_results.first()) {
+                (Some(f), Some(result)) => {
+                    let text = export::encode(f, &plan.queries[0].output_aliases(), result);
+                    let mut out = Response::new(text.into());
+                    out.headers_mut().insert(
+                        header::CONTENT_TYPE,
+                        warp::http::HeaderValue::from_static(f.content_type()),
+                    );
+                    out
+                }
+                _ => json_response(&res),
+            })
         }
         Op::UserPageAnalytics => {
             let d = kinds::<UserPageAnalyticsRequest>(body)?;

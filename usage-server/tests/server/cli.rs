@@ -408,3 +408,78 @@ async fn backup_copies_a_serving_store() {
         "150"
     );
 }
+
+/// `export` prints what `POST /api/v1/Analytics` answers with `Accept: text/csv` (or
+/// NDJSON) on the same store, byte for byte; a request of two queries fails naming the
+/// field.
+#[tokio::test]
+async fn export_prints_the_servers_csv_and_ndjson() {
+    let f = fixture();
+    let file = f._dir.path().join("rows.jsonl");
+    let lines: Vec<String> = (0..40).map(|i| auto(i, 1 + i as i64 % 7)).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let imported = ok(
+        &f.store,
+        &[
+            "import",
+            "--team",
+            &f.team,
+            "--kind",
+            "autocomplete",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(imported["records"], 40, "{imported}");
+    let query = serde_json::json!({"query_requests": [{
+        "data_source": "QUERY_DATA_SOURCE_USER_DATA",
+        "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM", "name": "accepted"}],
+        "aggregations": [{"field": "api_key", "name": "key"}]}]});
+    let qfile = f._dir.path().join("q.json");
+    std::fs::write(&qfile, query.to_string()).unwrap();
+    let s = Server::start(&f.store, &[], &f.log);
+    for (format, accept) in [("csv", "text/csv"), ("ndjson", "application/x-ndjson")] {
+        let (code, out, err) = admin(
+            &f.store,
+            &[
+                "export",
+                "--team",
+                &f.team,
+                "--query",
+                qfile.to_str().unwrap(),
+                "--format",
+                format,
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        let mut body = query.clone();
+        body["service_key"] = serde_json::json!(f.key);
+        let served = reqwest::Client::new()
+            .post(format!("{}/api/v1/Analytics", s.base))
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(out, served, "{format}");
+        // 40 records of one developer, counts 1..=7 in turn.
+        assert!(out.contains("155") && out.contains("k1"), "{out}");
+    }
+    let two = serde_json::json!({"query_requests": [query["query_requests"][0], query["query_requests"][0]]});
+    std::fs::write(&qfile, two.to_string()).unwrap();
+    let (code, out, err) = admin(
+        &f.store,
+        &[
+            "export",
+            "--team",
+            &f.team,
+            "--query",
+            qfile.to_str().unwrap(),
+        ],
+    );
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(err.contains("query_requests: too_many"), "{err}");
+}

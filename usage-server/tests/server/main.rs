@@ -10,7 +10,9 @@ mod common;
 
 mod cli;
 mod crash;
+mod docs;
 mod errors;
+mod export;
 mod fidelity;
 mod hotpath;
 mod metrics;

@@ -1,0 +1,73 @@
+//! The feature pages of docs/ run as written: every `sh` block of each page, run by
+//! `bash` with `curl`, against the real binary's `serve --demo`, with `BASE` and `KEY` set
+//! as the pages tell the reader to set them. A block fails the test when it exits non-zero
+//! (the pages' commands use `curl -f`) or prints nothing.
+
+use std::process::Command;
+
+use crate::process::Server;
+
+/// The pages whose `sh` blocks are checked, and what each block's output must contain.
+const PAGES: &[(&str, &[&str])] = &[
+    (
+        "export.md",
+        &["acceptances,lines,day\r\n", "{\"acceptances\":\""],
+    ),
+    (
+        "metrics.md",
+        &["usage_store_records{kind=\"autocomplete\"}"],
+    ),
+];
+
+/// The `sh` blocks of a page, but those that only set `BASE` and `KEY` for the reader.
+fn sh_blocks(page: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut block: Option<String> = None;
+    for line in page.lines() {
+        match (&mut block, line.trim_end()) {
+            (None, "```sh") => block = Some(String::new()),
+            (Some(b), "```") => {
+                if !b.trim_start().starts_with("BASE=") {
+                    out.push(std::mem::take(b));
+                }
+                block = None;
+            }
+            (Some(b), l) => {
+                b.push_str(l);
+                b.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn feature_pages_run_against_the_demo() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("demo.db").display());
+    let s = Server::start(&store, &["--demo"], &dir.path().join("log"));
+    let key = s.line["service_key"].as_str().unwrap();
+    for (page, wants) in PAGES {
+        let path = format!("{}/../docs/{page}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let blocks = sh_blocks(&text);
+        assert_eq!(blocks.len(), wants.len(), "{page}: {blocks:?}");
+        for (block, want) in blocks.iter().zip(wants.iter()) {
+            let out = Command::new("bash")
+                .args(["-euo", "pipefail", "-c", block])
+                .env("BASE", &s.base)
+                .env("KEY", key)
+                .output()
+                .expect("bash runs");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{page}: {block}\nexit {:?}: {}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(stdout.contains(want), "{page}: {block}\n{stdout}");
+        }
+    }
+}
