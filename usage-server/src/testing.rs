@@ -109,6 +109,13 @@ impl TestStore {
     }
 }
 
+/// The store's cache as `serve` runs it: PostgreSQL answers from its columnar cache once a
+/// team is loaded, by SQL while the load runs (the other stores hold their teams anyway).
+const SERVED: store::postgres::cache::CacheConfig = store::postgres::cache::CacheConfig {
+    bytes: 1 << 30,
+    wait_for_load: false,
+};
+
 /// A server in this process on an ephemeral port, over a fresh store with one team and a
 /// key of that team with every permission.
 pub struct TestServer {
@@ -139,7 +146,7 @@ impl TestServer {
     ) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let spec = kind.fresh_spec(dir.path());
-        let store = store::open(&spec)
+        let store = store::open_with(&spec, SERVED)
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
         let team = make_team(store.as_ref()).await;
@@ -162,7 +169,7 @@ impl TestServer {
     pub async fn reopen(self, config: Config) -> TestServer {
         self.server.shutdown().await;
         drop(self.store);
-        let store = store::open(&self.spec).await.unwrap();
+        let store = store::open_with(&self.spec, SERVED).await.unwrap();
         let server = serve(&store, config).await;
         TestServer {
             store,

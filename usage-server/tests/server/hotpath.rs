@@ -9,7 +9,7 @@ use crate::process::{Server, fixture, new_key, ok};
 
 /// Polls `op` with `body` until `done` holds; the time it took. Gives up after 5 s, the
 /// contract's bound (the design's is 1 s: a 250 ms poll and answers at most 1 s old).
-async fn until(
+pub async fn until(
     s: &Server,
     op: &str,
     body: serde_json::Value,
