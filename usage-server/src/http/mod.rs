@@ -8,6 +8,7 @@
 mod conn;
 pub mod metrics;
 mod ops;
+pub mod v2;
 
 pub use conn::Timeouts;
 
@@ -157,12 +158,22 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     warp::any()
         .and(warp::method())
         .and(warp::path::full())
+        .and(
+            warp::query::raw()
+                .map(Some)
+                .or(warp::any().map(|| None))
+                .unify(),
+        )
         .and(warp::header::headers_cloned())
         .and(warp::body::stream())
         .then(
-            move |method: Method, path: FullPath, headers: HeaderMap, body| {
+            move |method: Method,
+                  path: FullPath,
+                  query: Option<String>,
+                  headers: HeaderMap,
+                  body| {
                 let app = app.clone();
-                async move { handle(app, method, path, headers, body).await }
+                async move { handle(app, method, path, query, headers, body).await }
             },
         )
         .recover(|_rejection: warp::Rejection| async move {
@@ -217,6 +228,7 @@ async fn handle<S, B>(
     app: Arc<App>,
     method: Method,
     path: FullPath,
+    query: Option<String>,
     headers: HeaderMap,
     body: S,
 ) -> Response
@@ -231,16 +243,23 @@ where
         .filter(|s| valid_request_id(s))
         .map_or_else(crate::auth::new_request_id, str::to_string);
     let mut cx = LogCx::default();
-    let routed =
-        std::panic::AssertUnwindSafe(route(&app, &method, path.as_str(), &headers, body, &mut cx))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| {
-                Err(ApiError::new(
-                    Code::Internal,
-                    "internal error: the request handler panicked",
-                ))
-            });
+    let routed = std::panic::AssertUnwindSafe(route(
+        &app,
+        &method,
+        path.as_str(),
+        query.as_deref(),
+        &headers,
+        body,
+        &mut cx,
+    ))
+    .catch_unwind()
+    .await
+    .unwrap_or_else(|_| {
+        Err(ApiError::new(
+            Code::Internal,
+            "internal error: the request handler panicked",
+        ))
+    });
     let mut res = match routed {
         Ok(res) => res,
         Err(e) => {
@@ -276,7 +295,7 @@ fn endpoint_label(op: Option<Op>, path: &str) -> &'static str {
         (None, "/healthz") => "healthz",
         (None, "/metrics") => "metrics",
         (None, "/openapi.json") => "openapi",
-        _ => "-",
+        (None, p) => v2::label(p).unwrap_or("-"),
     }
 }
 
@@ -298,6 +317,7 @@ async fn route<S, B>(
     app: &App,
     method: &Method,
     path: &str,
+    query: Option<&str>,
     headers: &HeaderMap,
     body: S,
     cx: &mut LogCx,
@@ -322,6 +342,9 @@ where
     }
     if path == "/metrics" && app.metrics_on_api {
         return metrics_response(app, method, path).await;
+    }
+    if path.starts_with("/api/v2/") {
+        return v2::route(app, method, path, query, headers, cx).await;
     }
     let op = path
         .strip_prefix("/api/v1/")
@@ -349,7 +372,7 @@ where
     ops::dispatch(app, op, &bytes, headers, cx).await
 }
 
-fn method_not_allowed(method: &Method, path: &str, allow: &'static str) -> ApiError {
+pub(crate) fn method_not_allowed(method: &Method, path: &str, allow: &'static str) -> ApiError {
     ApiError {
         allow: Some(allow),
         ..ApiError::new(

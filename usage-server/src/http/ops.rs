@@ -55,13 +55,30 @@ async fn authorize(
     headers: &HeaderMap,
     cx: &mut LogCx,
 ) -> Result<KeyInfo, ApiError> {
+    authorize_for(app, permission(op), op.name(), given, headers, cx).await
+}
+
+/// [`authorize`] for an endpoint `what` that needs `need`; without a key in the body
+/// (`given`), the key of `Authorization: Bearer` (the only one of the GET endpoints).
+pub(super) async fn authorize_for(
+    app: &App,
+    need: Permission,
+    what: &str,
+    given: Option<&str>,
+    headers: &HeaderMap,
+    cx: &mut LogCx,
+) -> Result<KeyInfo, ApiError> {
     let key = given
         .map(str::to_string)
         .or_else(|| bearer(headers))
         .ok_or_else(|| {
             ApiError::new(
                 Code::Unauthenticated,
-                "the service key is missing: give `service_key` in the body",
+                if what.contains('/') || what == "audit" {
+                    "the service key is missing: give `Authorization: Bearer <key>`"
+                } else {
+                    "the service key is missing: give `service_key` in the body"
+                },
             )
         })?;
     let hash = auth::hash_key(&key);
@@ -95,14 +112,12 @@ async fn authorize(
             )
         });
     }
-    let need = permission(op);
     if !info.permissions.contains(&need) {
         return Err(ApiError::new(
             Code::PermissionDenied,
             format!(
-                "the service key lacks the permission {} that {} needs",
+                "the service key lacks the permission {} that {what} needs",
                 auth::describe(need),
-                op.name()
             ),
         ));
     }

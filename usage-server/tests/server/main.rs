@@ -22,4 +22,5 @@ mod process;
 mod props;
 mod roundtrip;
 mod tenancy;
+mod v2;
 mod wire_props;

@@ -1,0 +1,589 @@
+//! Read-only `GET` endpoints in the style of the hosted service's successor (an extension):
+//! `Authorization: Bearer` only, query parameters, opaque cursor pagination and `ETag`.
+//! Each maps its parameters onto the operations' own engine (an `Analytics` query, a
+//! `UserPageAnalytics` plan, the cap audit log); none evaluates anything itself.
+//!
+//! - `GET /api/v2/usage/daily?start=&end=[&source=][&group_by=][&tz=][&limit=][&cursor=]`
+//!   (`analytics-read`): per day (and per user, language or IDE), the sums of the source's
+//!   count fields and its distinct users, from an `Analytics` query grouped by `date`.
+//! - `GET /api/v2/users/activity?start=&end=[&group=][&limit=][&cursor=]` (`teams-read`): the
+//!   `UserPageAnalytics` rows of the period, by e-mail.
+//! - `GET /api/v2/audit?[limit=][&cursor=]` (`billing-read`): cap changes, oldest first.
+//!
+//! **Pagination.** Rows come in a fixed order of a key (day and group value; e-mail; the
+//! entry's place in the append-only log); a page holds the `limit` rows (default 100, at
+//! most 1,000) after the cursor's key, and `next_cursor` is the key of its last row, or
+//! null after the last page. A cursor is bound to its endpoint and its other parameters.
+//! Because the next page starts after a key rather than at an offset, paging through a team
+//! while records are ingested returns every row that existed when paging began exactly
+//! once (a new row appears if its key is after the cursor).
+//!
+//! **Conditional requests.** Every answer carries a strong `ETag`, a digest of its body; a
+//! request whose `If-None-Match` names it is answered `304 Not Modified` without a body.
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use usage_core::schema::{Agg, Permission, Role, Source, ValueType};
+use usage_core::time::Date;
+use usage_core::wire::decode::decode;
+use usage_core::wire::{AnalyticsRequest, UserPageAnalyticsRequest};
+use usage_core::{JsonPath, Rule, Violation, Violations, WireEnum, validate};
+use warp::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use warp::reply::Response;
+
+use super::ops::authorize_for;
+use super::{App, LogCx};
+use crate::error::{ApiError, Code};
+
+/// Rows per page unless `limit` says otherwise.
+pub const DEFAULT_LIMIT: usize = 100;
+/// The largest `limit`.
+pub const MAX_LIMIT: usize = 1000;
+
+/// The endpoints, by path.
+const ENDPOINTS: [(&str, Endpoint); 3] = [
+    ("/api/v2/usage/daily", Endpoint::Daily),
+    ("/api/v2/users/activity", Endpoint::Activity),
+    ("/api/v2/audit", Endpoint::Audit),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    Daily,
+    Activity,
+    Audit,
+}
+
+impl Endpoint {
+    fn name(self) -> &'static str {
+        match self {
+            Endpoint::Daily => "usage/daily",
+            Endpoint::Activity => "users/activity",
+            Endpoint::Audit => "audit",
+        }
+    }
+
+    fn permission(self) -> Permission {
+        match self {
+            Endpoint::Daily => Permission::AnalyticsRead,
+            Endpoint::Activity => Permission::TeamsRead,
+            Endpoint::Audit => Permission::BillingRead,
+        }
+    }
+
+    /// The query parameters it takes.
+    fn params(self) -> &'static [&'static str] {
+        match self {
+            Endpoint::Daily => &[
+                "start", "end", "source", "group_by", "tz", "limit", "cursor",
+            ],
+            Endpoint::Activity => &["start", "end", "group", "limit", "cursor"],
+            Endpoint::Audit => &["limit", "cursor"],
+        }
+    }
+}
+
+/// The `operation` label of a v2 path in the metrics (a fixed set).
+pub(super) fn label(path: &str) -> Option<&'static str> {
+    ENDPOINTS
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, e)| match e {
+            Endpoint::Daily => "v2/usage/daily",
+            Endpoint::Activity => "v2/users/activity",
+            Endpoint::Audit => "v2/audit",
+        })
+}
+
+/// A 400 naming a query parameter and the rule it breaks.
+fn bad(param: &str, rule: Rule, message: impl Into<String>) -> ApiError {
+    let mut v = Violations::new();
+    v.push(Violation::new(
+        JsonPath::root().key(param.to_string(), 0),
+        rule,
+        message,
+    ));
+    ApiError::invalid(&v)
+}
+
+/// The query parameters of a request, each given at most once.
+struct Params(Vec<(String, String)>);
+
+impl Params {
+    fn parse(endpoint: Endpoint, query: Option<&str>) -> Result<Params, ApiError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
+            .map_err(|e| {
+                bad(
+                    "(query)",
+                    Rule::MalformedJson,
+                    format!("the query string does not parse: {e}"),
+                )
+            })?;
+        let allowed = endpoint.params();
+        for (i, (k, _)) in pairs.iter().enumerate() {
+            if !allowed.contains(&k.as_str()) {
+                return Err(bad(
+                    k,
+                    Rule::UnknownField,
+                    format!(
+                        "GET /api/v2/{} takes no parameter `{k}`; it takes {}",
+                        endpoint.name(),
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+            if pairs[..i].iter().any(|(j, _)| j == k) {
+                return Err(bad(
+                    k,
+                    Rule::ConflictingFields,
+                    format!("`{k}` is given twice"),
+                ));
+            }
+        }
+        Ok(Params(pairs))
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn required(&self, name: &str) -> Result<&str, ApiError> {
+        self.get(name)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| bad(name, Rule::MissingField, format!("`{name}` is required")))
+    }
+
+    /// `start` and `end`, days `YYYY-MM-DD`, `start <= end`.
+    fn days(&self) -> Result<(String, String), ApiError> {
+        let day = |name: &str| -> Result<(String, Date), ApiError> {
+            let v = self.required(name)?;
+            Date::parse(v).map(|d| (v.to_string(), d)).ok_or_else(|| {
+                bad(
+                    name,
+                    Rule::InvalidValue,
+                    format!("`{v}` is not a day YYYY-MM-DD"),
+                )
+            })
+        };
+        let (start, s) = day("start")?;
+        let (end, e) = day("end")?;
+        if s > e {
+            return Err(bad(
+                "end",
+                Rule::InvalidValue,
+                format!("`end` ({end}) is before `start` ({start})"),
+            ));
+        }
+        Ok((start, end))
+    }
+
+    fn limit(&self) -> Result<usize, ApiError> {
+        match self.get("limit") {
+            None => Ok(DEFAULT_LIMIT),
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=MAX_LIMIT).contains(n))
+                .ok_or_else(|| {
+                    bad(
+                        "limit",
+                        Rule::InvalidValue,
+                        format!("`limit` is a number from 1 to {MAX_LIMIT}, not `{v}`"),
+                    )
+                }),
+        }
+    }
+
+    /// A digest of every parameter but `limit` and `cursor`: what a cursor is bound to.
+    fn fingerprint(&self, endpoint: Endpoint) -> String {
+        let mut h = Sha256::new();
+        h.update(endpoint.name());
+        let mut kept: Vec<&(String, String)> = self
+            .0
+            .iter()
+            .filter(|(k, _)| k != "limit" && k != "cursor")
+            .collect();
+        kept.sort();
+        for (k, v) in kept {
+            h.update([0]);
+            h.update(k);
+            h.update([0]);
+            h.update(v);
+        }
+        hex(&h.finalize()[..8])
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// A cursor: the key of the last row of a page, bound to its endpoint's parameters.
+fn cursor_of(fingerprint: &str, key: &[String]) -> String {
+    hex(json!([fingerprint, key]).to_string().as_bytes())
+}
+
+/// The key a `cursor` parameter names (`None`: the first page).
+fn cursor_key(params: &Params, fingerprint: &str) -> Result<Option<Vec<String>>, ApiError> {
+    let Some(c) = params.get("cursor").filter(|c| !c.is_empty()) else {
+        return Ok(None);
+    };
+    let invalid = || {
+        bad(
+            "cursor",
+            Rule::InvalidValue,
+            "`cursor` is not a cursor of this endpoint with these parameters; take `next_cursor` of the previous page",
+        )
+    };
+    let bytes = unhex(c).ok_or_else(invalid)?;
+    let (fp, key): (String, Vec<String>) = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    if fp != fingerprint {
+        return Err(invalid());
+    }
+    Ok(Some(key))
+}
+
+/// The page of `rows` (each with its key, sorted by key) after `after`, and the cursor of
+/// the next page.
+fn page(
+    rows: Vec<(Vec<String>, Value)>,
+    after: Option<&[String]>,
+    limit: usize,
+    fingerprint: &str,
+) -> (Vec<Value>, Option<String>) {
+    let start = after.map_or(0, |a| rows.partition_point(|(k, _)| k.as_slice() <= a));
+    let rest = &rows[start..];
+    let taken = &rest[..rest.len().min(limit)];
+    let next = (rest.len() > limit).then(|| cursor_of(fingerprint, &taken[taken.len() - 1].0));
+    (taken.iter().map(|(_, v)| v.clone()).collect(), next)
+}
+
+/// The answer, or `304 Not Modified` when `If-None-Match` names its `ETag`.
+fn conditional(headers: &HeaderMap, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let etag = format!("\"{}\"", hex(&Sha256::digest(&bytes)[..16]));
+    let matches = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches("W/"))
+        .any(|t| t == etag || t == "*");
+    let mut res = if matches {
+        let mut r = Response::new(Vec::<u8>::new().into());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        let mut r = Response::new(bytes.into());
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        r
+    };
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        res.headers_mut().insert(header::ETAG, v);
+    }
+    res.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-cache"),
+    );
+    res
+}
+
+/// Answers a `/api/v2/...` request.
+pub(super) async fn route(
+    app: &App,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    cx: &mut LogCx,
+) -> Result<Response, ApiError> {
+    let Some(endpoint) = ENDPOINTS.iter().find(|(p, _)| *p == path).map(|(_, e)| *e) else {
+        return Err(ApiError::new(
+            Code::NotFound,
+            format!(
+                "no endpoint at `{path}`; the GET endpoints are {}",
+                ENDPOINTS.map(|(p, _)| p).join(", ")
+            ),
+        ));
+    };
+    if method != Method::GET && method != Method::HEAD {
+        return Err(super::method_not_allowed(method, path, "GET, HEAD"));
+    }
+    let key = authorize_for(
+        app,
+        endpoint.permission(),
+        endpoint.name(),
+        None,
+        headers,
+        cx,
+    )
+    .await?;
+    let params = Params::parse(endpoint, query)?;
+    let fingerprint = params.fingerprint(endpoint);
+    let after = cursor_key(&params, &fingerprint)?;
+    let limit = params.limit()?;
+    let rows = match endpoint {
+        Endpoint::Daily => daily(app, &key.team_id, &params).await?,
+        Endpoint::Activity => activity(app, &key.team_id, &params).await?,
+        Endpoint::Audit => audit(app, &key.team_id).await?,
+    };
+    let (items, next) = page(rows, after.as_deref(), limit, &fingerprint);
+    let field = if endpoint == Endpoint::Audit {
+        "entries"
+    } else {
+        "data"
+    };
+    Ok(conditional(
+        headers,
+        &json!({ field: items, "next_cursor": next }),
+    ))
+}
+
+/// The sources of `usage/daily`, by the `source` parameter.
+const SOURCES: [(&str, Source); 3] = [
+    ("autocomplete", Source::UserData),
+    ("chat", Source::ChatData),
+    ("command", Source::CommandData),
+];
+
+/// The `group_by` values and the fields they group by.
+const GROUPS: [(&str, &str); 3] = [
+    ("user", "api_key"),
+    ("language", "language"),
+    ("ide", "ide"),
+];
+
+async fn daily(
+    app: &App,
+    team: &str,
+    params: &Params,
+) -> Result<Vec<(Vec<String>, Value)>, ApiError> {
+    let (start, end) = params.days()?;
+    let source_name = params.get("source").unwrap_or("autocomplete");
+    let source = SOURCES
+        .iter()
+        .find(|(n, _)| *n == source_name)
+        .map(|(_, s)| *s)
+        .ok_or_else(|| {
+            bad(
+                "source",
+                Rule::UnknownEnumValue,
+                format!(
+                    "`{source_name}` is no source; use {}",
+                    SOURCES.map(|(n, _)| n).join(", ")
+                ),
+            )
+        })?;
+    let spec = source.spec();
+    let has = |name: &str| spec.fields.iter().any(|f| f.name == name);
+    let date = match params.get("tz").filter(|t| !t.is_empty()) {
+        None | Some("UTC") => "date".to_string(),
+        Some(tz) if tz.starts_with("UTC+") || tz.starts_with("UTC-") => format!("date {tz}"),
+        Some(tz) => {
+            return Err(bad(
+                "tz",
+                Rule::InvalidValue,
+                format!(
+                    "`{tz}` is no time zone here; use UTC or an offset UTC±H[:MM] (e.g. UTC-8)"
+                ),
+            ));
+        }
+    };
+    let group = match params.get("group_by").filter(|g| !g.is_empty()) {
+        None => None,
+        Some(g) => {
+            let (label, field) = GROUPS.iter().find(|(n, _)| *n == g).ok_or_else(|| {
+                bad(
+                    "group_by",
+                    Rule::UnknownEnumValue,
+                    format!(
+                        "`{g}` is no grouping; use {}",
+                        GROUPS.map(|(n, _)| n).join(", ")
+                    ),
+                )
+            })?;
+            if !has(field) {
+                return Err(bad(
+                    "group_by",
+                    Rule::InvalidAggregation,
+                    format!("the {source_name} source has no {label} to group by"),
+                ));
+            }
+            Some((*label, *field))
+        }
+    };
+    // Every count field of the source, summed (from the schema table), and its distinct
+    // users unless grouped by user.
+    let mut selections: Vec<Value> = spec
+        .fields
+        .iter()
+        .filter(|f| f.role == Role::Metric && f.ty == ValueType::Int && f.select && f.aggs.contains(&Agg::Sum))
+        .map(|f| json!({"field": f.name, "aggregation_function": Agg::Sum.identifier(), "name": f.name}))
+        .collect();
+    if group.is_none_or(|(l, _)| l != "user") && has("distinct_users") {
+        selections.push(json!({"field": "distinct_users", "name": "distinct_users"}));
+    }
+    let mut aggregations = vec![json!({"field": date, "name": "date"})];
+    if let Some((label, field)) = group {
+        aggregations.push(json!({"field": field, "name": label}));
+    }
+    let body = json!({"query_requests": [{
+        "data_source": source.identifier(),
+        "selections": selections,
+        "aggregations": aggregations,
+        "filters": [
+            {"name": date, "filter": "QUERY_FILTER_GE", "value": start},
+            {"name": date, "filter": "QUERY_FILTER_LE", "value": end},
+        ],
+    }]});
+    let d = decode::<AnalyticsRequest>(body.to_string().as_bytes()).map_err(|e| engine(&e.0))?;
+    let plan = validate::with_decoded(&d, |r, _| validate::analytics(r, &app.config.limits))
+        .map_err(|v| engine(&v))?;
+    let res = app.store.analytics(team, &plan, &app.config.limits).await?;
+    let items = res
+        .query_results
+        .into_iter()
+        .next()
+        .map(|q| q.response_items)
+        .unwrap_or_default();
+    let mut rows: Vec<(Vec<String>, Value)> = items
+        .into_iter()
+        .map(|it| {
+            let mut key = vec![it.item.get("date").unwrap_or("").to_string()];
+            if let Some((label, _)) = group {
+                key.push(it.item.get(label).unwrap_or("").to_string());
+            }
+            (key, serde_json::to_value(&it.item).unwrap_or(Value::Null))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(rows)
+}
+
+/// A violation of the generated request: the parameters were checked, so this is the
+/// engine refusing a combination (e.g. a limit); its message is passed on.
+fn engine(v: &Violations) -> ApiError {
+    ApiError::invalid(v)
+}
+
+async fn activity(
+    app: &App,
+    team: &str,
+    params: &Params,
+) -> Result<Vec<(Vec<String>, Value)>, ApiError> {
+    let (start, end) = params.days()?;
+    let end_next = Date::parse(&end)
+        .map(|d| Date(d.0 + 1))
+        .ok_or_else(|| bad("end", Rule::InvalidValue, "`end` is no day"))?;
+    let mut body = json!({
+        "start_timestamp": format!("{start}T00:00:00Z"),
+        "end_timestamp": format!("{end_next}T00:00:00Z"),
+    });
+    if let Some(g) = params.get("group").filter(|g| !g.is_empty()) {
+        body["group_name"] = json!(g);
+    }
+    let d = decode::<UserPageAnalyticsRequest>(body.to_string().as_bytes())
+        .map_err(|e| engine(&e.0))?;
+    let plan = validate::with_decoded(&d, |r, _| validate::user_page(r)).map_err(|v| engine(&v))?;
+    let res = app.store.user_page(team, &plan).await?;
+    let mut rows: Vec<(Vec<String>, Value)> = res
+        .user_table_stats
+        .into_iter()
+        .map(|u| {
+            let v = serde_json::to_value(&u).unwrap_or(Value::Null);
+            (vec![u.email.clone()], v)
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(rows)
+}
+
+async fn audit(app: &App, team: &str) -> Result<Vec<(Vec<String>, Value)>, ApiError> {
+    let entries = app.store.audit(team).await?;
+    Ok(entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            // The log only grows: an entry's place is its key, zero-padded to sort as text.
+            (
+                vec![format!("{i:020}")],
+                json!({
+                    "time": a.time.to_rfc3339(),
+                    "key_id": a.key_id,
+                    "scope": a.scope.label(),
+                    "old": a.old,
+                    "new": a.new,
+                }),
+            )
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_starts_after_the_cursor_key() {
+        let rows: Vec<(Vec<String>, Value)> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|k| (vec![k.to_string()], json!(k)))
+            .collect();
+        let (p, next) = page(rows.clone(), None, 2, "f");
+        assert_eq!(p, [json!("a"), json!("b")]);
+        let next = next.unwrap();
+        assert_eq!(unhex(&next).unwrap(), br#"["f",["b"]]"#);
+        let (p, next) = page(rows.clone(), Some(&["b".to_string()]), 2, "f");
+        assert_eq!(p, [json!("c"), json!("d")]);
+        assert!(next.is_some());
+        let (p, next) = page(rows.clone(), Some(&["d".to_string()]), 2, "f");
+        assert_eq!((p, next), (vec![json!("e")], None));
+        // A key that is gone: the page starts after where it was.
+        let (p, _) = page(rows, Some(&["bb".to_string()]), 1, "f");
+        assert_eq!(p, [json!("c")]);
+    }
+
+    #[test]
+    fn a_cursor_is_bound_to_its_parameters() {
+        let a = Params(vec![("start".into(), "2025-01-01".into())]);
+        let b = Params(vec![("start".into(), "2025-01-02".into())]);
+        let fa = a.fingerprint(Endpoint::Daily);
+        assert_ne!(fa, b.fingerprint(Endpoint::Daily));
+        assert_ne!(fa, a.fingerprint(Endpoint::Activity));
+        let c = cursor_of(&fa, &["2025-01-01".into()]);
+        let with = |p: &Params, c: &str| {
+            let mut v = p.0.clone();
+            v.push(("cursor".into(), c.into()));
+            Params(v)
+        };
+        assert_eq!(
+            cursor_key(&with(&a, &c), &fa).unwrap(),
+            Some(vec!["2025-01-01".to_string()])
+        );
+        let fb = b.fingerprint(Endpoint::Daily);
+        assert_eq!(
+            cursor_key(&with(&b, &c), &fb).unwrap_err().code,
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            cursor_key(&with(&a, "zz"), &fa).unwrap_err().code,
+            Code::InvalidArgument
+        );
+    }
+}
