@@ -17,6 +17,15 @@ const PAGES: &[(&str, &[&str])] = &[
         "metrics.md",
         &["usage_store_records{kind=\"autocomplete\"}"],
     ),
+    (
+        "api-v2.md",
+        &[
+            "\"next_cursor\":\"",
+            "\"language\":\"",
+            "304",
+            "\"entries\":[",
+        ],
+    ),
 ];
 
 /// The `sh` blocks of a page, but those that only set `BASE` and `KEY` for the reader.
