@@ -427,15 +427,7 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
                 .audit(&team)
                 .await?
                 .into_iter()
-                .map(|a| {
-                    json!({
-                        "time": a.time.to_rfc3339(),
-                        "key_id": a.key_id,
-                        "scope": a.scope.label(),
-                        "old": a.old,
-                        "new": a.new,
-                    })
-                })
+                .map(|a| a.to_json())
                 .collect()
         }
         Command::EffectiveCap { team, email } => {

@@ -521,16 +521,7 @@ async fn audit(app: &App, team: &str) -> Result<Vec<(Vec<String>, Value)>, ApiEr
         .enumerate()
         .map(|(i, a)| {
             // The log only grows: an entry's place is its key, zero-padded to sort as text.
-            (
-                vec![format!("{i:020}")],
-                json!({
-                    "time": a.time.to_rfc3339(),
-                    "key_id": a.key_id,
-                    "scope": a.scope.label(),
-                    "old": a.old,
-                    "new": a.new,
-                }),
-            )
+            (vec![format!("{i:020}")], a.to_json())
         })
         .collect())
 }

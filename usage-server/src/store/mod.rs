@@ -128,6 +128,20 @@ pub struct AuditEntry {
     pub new: Option<i64>,
 }
 
+impl AuditEntry {
+    /// The entry as `usage-server audit` prints it and `GET /api/v2/audit` answers it:
+    /// `time` (RFC 3339), `key_id`, `scope` (`team`, `group:ID`, `user:EMAIL`), `old`, `new`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "time": self.time.to_rfc3339(),
+            "key_id": self.key_id,
+            "scope": self.scope.label(),
+            "old": self.old,
+            "new": self.new,
+        })
+    }
+}
+
 /// Records of one kind for a streaming import: `Err(())` marks a bad record (reported by
 /// the producer); after one, the store writes nothing and drains the rest.
 pub type RecordStream = Box<dyn Iterator<Item = Result<Record, ()>> + Send>;

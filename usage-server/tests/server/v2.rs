@@ -207,7 +207,7 @@ async fn audit_log_pages(store: TestStore) {
         .await
         .unwrap()
         .into_iter()
-        .map(|a| json!({"time": a.time.to_rfc3339(), "key_id": a.key_id, "scope": a.scope.label(), "old": a.old, "new": a.new}))
+        .map(|a| a.to_json())
         .collect();
     assert_eq!(got, want);
     assert_eq!(got.len(), 5);

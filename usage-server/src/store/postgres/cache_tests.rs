@@ -17,9 +17,9 @@ use usage_core::wire::AnalyticsRequest;
 use usage_core::wire::decode::decode;
 
 use super::cache::{CacheConfig, RECHECK};
-use super::tests::Schema;
+use super::tests::{Schema, new_team};
 use super::{PgStore, Store};
-use crate::store::{NewTeam, RecordStore, TeamStore};
+use crate::store::RecordStore;
 
 /// A cache that holds everything and lets queries wait for their team's first load.
 const ALL: CacheConfig = CacheConfig {
@@ -50,22 +50,6 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0 % n
     }
-}
-
-async fn new_team(store: &PgStore) -> String {
-    store
-        .create_team(
-            NewTeam {
-                name: "cache".into(),
-                plan: usage_core::schema::Plan::Enterprise,
-                seats: 1,
-                credits_per_seat: 1,
-            },
-            Timestamp(0),
-        )
-        .await
-        .unwrap()
-        .id
 }
 
 /// `n` autocomplete records over few identities (3 developers, 6 hours, 2 languages), so

@@ -75,7 +75,7 @@ impl Drop for Schema {
 }
 
 /// A new team of `store` (enterprise plan, one seat); returns its id.
-async fn new_team(store: &PgStore) -> String {
+pub(crate) async fn new_team(store: &PgStore) -> String {
     store
         .create_team(
             NewTeam {
