@@ -202,7 +202,7 @@ const ROUTED: [Method; 7] = [
 fn refused_before_routing(req: &Request<Incoming>) -> Option<ApiError> {
     let method = req.method();
     if !ROUTED.contains(method) || !req.uri().path().starts_with('/') {
-        let allow = if req.uri().path() == "/healthz" {
+        let allow = if matches!(req.uri().path(), "/healthz" | super::openapi::PATH) {
             "GET, HEAD"
         } else {
             "POST"

@@ -7,6 +7,7 @@
 
 mod conn;
 pub mod metrics;
+pub mod openapi;
 mod ops;
 
 pub use conn::Timeouts;
@@ -322,6 +323,12 @@ where
     }
     if path == "/metrics" && app.metrics_on_api {
         return metrics_response(app, method, path).await;
+    }
+    if path == openapi::PATH {
+        if method != Method::GET && method != Method::HEAD {
+            return Err(method_not_allowed(method, path, "GET, HEAD"));
+        }
+        return Ok(json_response(&openapi::document()));
     }
     let op = path
         .strip_prefix("/api/v1/")
