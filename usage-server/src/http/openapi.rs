@@ -11,6 +11,7 @@
 
 use serde_json::{Map, Value, json};
 use usage_core::Rule;
+use usage_core::plan::MAX_CAP;
 use usage_core::schema::records::{KINDS, RecordKind, RecordType};
 use usage_core::schema::{
     AgentMode, Agg, ChatIntent, CommandSource, FilterOp, IdeType, Permission, Plan,
@@ -25,6 +26,12 @@ use usage_core::wire::{
 use super::Op;
 use super::ops::permission;
 use crate::error::Code;
+
+/// The scope fields of a cap: exactly one is given (rule `scope`, contract section 6).
+const SCOPES: [&str; 3] = ["team_level", "group_id", "user_email"];
+
+/// The action fields of `UsageConfig`: exactly one is given (rule `action`).
+const ACTIONS: [&str; 2] = ["clear_add_on_credit_cap", "set_add_on_credit_cap"];
 
 /// The path the document is served at.
 pub const PATH: &str = "/openapi.json";
@@ -394,7 +401,7 @@ fn object(
     over: &[(&str, Value)],
     description: &str,
 ) -> Value {
-    let names: Vec<(&str, String, bool, Value)> = spec
+    let names: Vec<Prop> = spec
         .fields
         .iter()
         .map(|f| {
@@ -403,36 +410,157 @@ fn object(
                 .iter()
                 .find(|(n, _)| *n == f.name)
                 .map_or_else(|| kind_schema(&f.kind, req), |(_, s)| s.clone());
-            let schema = if req { schema } else { nullable(schema) };
-            (f.name, camel(f.name), req, schema)
+            Prop {
+                snake: f.name,
+                camel: camel(f.name),
+                required: req,
+                schema: if req { schema } else { nullable(schema) },
+                not_given: not_given(&f.kind),
+            }
         })
         .collect();
     fields_object(&names, description)
 }
 
-/// An object of `(snake, camel, required, schema)` fields, no others.
-fn fields_object(fields: &[(&str, String, bool, Value)], description: &str) -> Value {
+/// What a value of `kind` must be to count as given (section 1: `""`, `false`, `null`, `[]`
+/// and `{}` mean "not given"; an integer is given unless `null`; a marker `{}` is a value).
+fn given(kind: &Kind) -> Value {
+    match kind {
+        Kind::Text => json!({"type": "string", "minLength": 1}),
+        Kind::TextKeepEmpty => json!({"type": "string"}),
+        Kind::Bool => json!({"const": true}),
+        Kind::Int => kind_schema(kind, true),
+        Kind::Array(_) => json!({"type": "array", "minItems": 1}),
+        Kind::Object(_) => json!({"type": "object", "minProperties": 1}),
+        Kind::Marker(_) | Kind::AnyObject => json!({"type": "object"}),
+    }
+}
+
+/// The values of `kind` that mean "not given" (section 1).
+fn not_given(kind: &Kind) -> Value {
+    match kind {
+        Kind::Text => json!({"enum": ["", null]}),
+        Kind::Bool => json!({"enum": [false, null]}),
+        Kind::Array(_) => json!({"anyOf": [{"type": "array", "maxItems": 0}, {"type": "null"}]}),
+        Kind::Object(_) => {
+            json!({"anyOf": [{"type": "object", "maxProperties": 0}, {"type": "null"}]})
+        }
+        Kind::TextKeepEmpty | Kind::Int | Kind::Marker(_) | Kind::AnyObject => {
+            json!({"type": "null"})
+        }
+    }
+}
+
+/// Field `name` of `spec` is given, in one of its spellings.
+fn given_any(spec: &ObjectSpec, name: &str) -> Value {
+    let f = spec
+        .fields
+        .iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("`{name}` is not a field"));
+    let g = given(&f.kind);
+    let c = camel(name);
+    let mut branches = vec![json!({"required": [name], "properties": {name: g}})];
+    if c != name {
+        branches.push(json!({"required": [c], "properties": {c: g}}));
+    }
+    json!({"anyOf": branches})
+}
+
+/// Fields `a` and `b` of `spec` are not both given, in any of their spellings.
+fn not_together(spec: &ObjectSpec, a: &str, b: &str) -> Vec<Value> {
+    let field = |name: &str| {
+        let f = spec
+            .fields
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("`{name}` is not a field"));
+        let mut names = vec![f.name.to_string()];
+        if camel(f.name) != f.name {
+            names.push(camel(f.name));
+        }
+        (names, given(&f.kind))
+    };
+    let ((an, ag), (bn, bg)) = (field(a), field(b));
+    let mut out = Vec::new();
+    for x in &an {
+        for y in &bn {
+            out.push(json!({"not": {"required": [x, y], "properties": {x.as_str(): ag, y.as_str(): bg}}}));
+        }
+    }
+    out
+}
+
+/// Exactly one of `names` (fields of `spec`) is given: a scope, an action, an agent source.
+fn exactly_one(spec: &ObjectSpec, names: &[&str]) -> Value {
+    json!({"oneOf": names.iter().map(|n| given_any(spec, n)).collect::<Vec<_>>()})
+}
+
+/// `schema` with `extra` constraints added to its `allOf`.
+fn with_all_of(mut schema: Value, extra: impl IntoIterator<Item = Value>) -> Value {
+    let mut all = schema
+        .get("allOf")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    all.extend(extra);
+    schema["allOf"] = json!(all);
+    schema
+}
+
+/// A field of a request object or record, for [`fields_object`].
+struct Prop {
+    /// The snake_case name.
+    snake: &'static str,
+    /// The lowerCamelCase name (the same for one-word names).
+    camel: String,
+    /// Whether it must be given.
+    required: bool,
+    /// Its schema when given (for an optional field, also its "not given" values).
+    schema: Value,
+    /// The values that mean "not given".
+    not_given: Value,
+}
+
+/// An object of these fields, no others: a required field given in one of its spellings
+/// (the other may then hold a "not given" value). That both spellings are not given at once
+/// (rule `conflicting_fields`) is said in words only: as `not` constraints, one per field,
+/// it makes the schema too large for schemathesis to generate from.
+fn fields_object(fields: &[Prop], description: &str) -> Value {
     let mut props = Map::new();
     let mut plain = Vec::new();
-    let mut either = Vec::new();
-    for (snake, camel, req, schema) in fields {
-        props.insert(snake.to_string(), schema.clone());
-        if camel != snake {
-            let mut alias = schema.clone();
-            if let Some(o) = alias.as_object_mut() {
-                o.insert(
-                    "description".into(),
-                    json!(format!(
-                        "The lowerCamelCase spelling of `{snake}` (give one of the two)."
-                    )),
-                );
+    let mut all = Vec::new();
+    for p in fields {
+        let (snake, camel) = (p.snake, p.camel.as_str());
+        if camel == snake {
+            props.insert(snake.into(), p.schema.clone());
+            if p.required {
+                plain.push(json!(snake));
             }
-            props.insert(camel.clone(), alias);
-            if *req {
-                either.push(json!({"anyOf": [{"required": [snake]}, {"required": [camel]}]}));
-            }
-        } else if *req {
-            plain.push(json!(snake));
+            continue;
+        }
+        let schema = if p.required {
+            json!({"anyOf": [p.schema, p.not_given]})
+        } else {
+            p.schema.clone()
+        };
+        props.insert(snake.into(), schema.clone());
+        let mut alias = schema;
+        if let Some(o) = alias.as_object_mut() {
+            o.insert(
+                "description".into(),
+                json!(format!(
+                    "The lowerCamelCase spelling of `{snake}`. Give one of the two: both with \
+                     values is a 400 (`conflicting_fields`)."
+                )),
+            );
+        }
+        props.insert(camel.into(), alias);
+        if p.required {
+            all.push(json!({"anyOf": [
+                {"required": [snake], "properties": {snake: p.schema}},
+                {"required": [camel], "properties": {camel: p.schema}},
+            ]}));
         }
     }
     let mut s = json!({"type": "object", "properties": props, "additionalProperties": false});
@@ -442,8 +570,8 @@ fn fields_object(fields: &[(&str, String, bool, Value)], description: &str) -> V
     if !plain.is_empty() {
         s["required"] = json!(plain);
     }
-    if !either.is_empty() {
-        s["allOf"] = json!(either);
+    if !all.is_empty() {
+        s["allOf"] = json!(all);
     }
     s
 }
@@ -582,9 +710,11 @@ fn requests(schemas: &mut Map<String, Value>) {
     );
 
     let agent = AgentAnalyticsRequest::SPEC;
+    let agent_query = nested(agent, "query_requests");
+    let sources: Vec<&str> = agent_query.names().collect();
     schemas.insert(
         "AgentAnalyticsRequest".into(),
-        object(
+        with_all_of(object(
             agent,
             &["query_requests"],
             &[
@@ -594,40 +724,45 @@ fn requests(schemas: &mut Map<String, Value>) {
                 ),
                 (
                     "query_requests",
-                    json!({"type": "array", "minItems": 1, "items": {
-                        "allOf": [object(nested(agent, "query_requests"), &[], &[], "")],
-                        "minProperties": 1,
-                        "description": "Exactly one data source key, with the value `{}`.",
-                    }}),
+                    json!({"type": "array", "minItems": 1, "items": with_all_of(
+                        object(agent_query, &[], &[], "Exactly one data source key, with the value `{}`."),
+                        [exactly_one(agent_query, &sources)],
+                    )}),
                 ),
             ],
             &format!(
                 "`group_name` and `emails` restrict the users (not both); `ide_types` the sources (empty: both). {key_note}"
             ),
-        ),
+        ), not_together(agent, "group_name", "emails")),
     );
 
     let scope = "Exactly one scope: `team_level: true`, `group_id` or `user_email` (rule `scope`).";
+    let get = GetUsageConfigRequest::SPEC;
     schemas.insert(
         "GetUsageConfigRequest".into(),
-        object(
-            GetUsageConfigRequest::SPEC,
-            &[],
-            &[],
-            &format!("{scope} {key_note}"),
+        with_all_of(
+            object(get, &[], &[], &format!("{scope} {key_note}")),
+            [exactly_one(get, &SCOPES)],
         ),
     );
+    let set = UsageConfigRequest::SPEC;
     schemas.insert(
         "UsageConfigRequest".into(),
-        object(
-            UsageConfigRequest::SPEC,
+        with_all_of(object(
+            set,
             &[],
-            &[],
+            &[(
+                "set_add_on_credit_cap",
+                json!({"anyOf": [
+                    {"type": "integer", "minimum": 0, "maximum": MAX_CAP},
+                    {"type": "string", "pattern": "^-?[0-9]+$", "description": "a decimal integer"},
+                ]}),
+            )],
             &format!(
                 "{scope} Exactly one action: `clear_add_on_credit_cap: true` or `set_add_on_credit_cap` \
-                 (an integer in 0..=1000000000; `0` sets a cap of 0) (rule `action`). {key_note}"
+                 (an integer in 0..={MAX_CAP}; `0` sets a cap of 0) (rule `action`). {key_note}"
             ),
-        ),
+        ), [exactly_one(set, &SCOPES), exactly_one(set, &ACTIONS)]),
     );
     schemas.insert(
         "GetTeamCreditBalanceRequest".into(),
@@ -671,7 +806,7 @@ fn requests(schemas: &mut Map<String, Value>) {
 
 /// The schema of one record of `kind`: every field of its table, both spellings.
 fn record(kind: &RecordKind) -> Value {
-    let fields: Vec<(&str, String, bool, Value)> = kind
+    let fields: Vec<Prop> = kind
         .fields
         .iter()
         .map(|f| {
@@ -698,8 +833,14 @@ fn record(kind: &RecordKind) -> Value {
             } else {
                 s
             };
-            let s = if f.required { s } else { nullable(s) };
-            (f.name, camel(f.name), f.required, s)
+            // In a record, only `null` means "not given".
+            Prop {
+                snake: f.name,
+                camel: camel(f.name),
+                required: f.required,
+                schema: if f.required { s } else { nullable(s) },
+                not_given: json!({"type": "null"}),
+            }
         })
         .collect();
     let identity = if kind.identity.is_empty() {

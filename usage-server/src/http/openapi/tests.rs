@@ -271,6 +271,24 @@ fn openapi_checker_refuses_what_the_document_refuses() {
             json!({"kind": "groups", "records": [{"group_id": "g"}]}),
         ),
         ("UsageConfigResponse", json!({"a": 1})),
+        (
+            "GetUsageConfigRequest",
+            json!({"team_level": true, "groupId": "g"}),
+        ),
+        ("GetUsageConfigRequest", json!({"team_level": false})),
+        (
+            "UsageConfigRequest",
+            json!({"team_level": true, "clear_add_on_credit_cap": true, "set_add_on_credit_cap": 1}),
+        ),
+        (
+            "AgentAnalyticsRequest",
+            json!({"group_name": "g", "emails": ["a"], "query_requests": [{"agent_runs": {}}]}),
+        ),
+        (
+            "AgentAnalyticsRequest",
+            json!({"query_requests": [{"agent_runs": {}, "agentLines": {}}]}),
+        ),
+
     ] {
         assert!(!fits(&doc, schema, &bad).is_empty(), "{schema}: {bad}");
     }
@@ -326,6 +344,15 @@ fn openapi_takes_what_the_server_takes() {
             json!({"service_key": "k", "group_id": "g", "clear_add_on_credit_cap": true, "set_add_on_credit_cap": null}),
         ),
         ("GetTeamCreditBalanceRequest", json!({"service_key": "k"})),
+        (
+            "AnalyticsRequest",
+            json!({"queryRequests": [{"dataSource": "QUERY_DATA_SOURCE_AGENT_DATA", "data_source": null,
+                "selections": [{"field": "ide"}]}], "query_requests": []}),
+        ),
+        (
+            "AgentAnalyticsRequest",
+            json!({"queryRequests": [{"agentLines": {}}], "query_requests": null, "group_name": "", "emails": ["a"]}),
+        ),
         ("GetTeamCreditBalanceRequest", json!({})),
         (
             "IngestRequest",
