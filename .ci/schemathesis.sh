@@ -15,10 +15,11 @@ bin=${BIN:-target/debug/usage-server}
 # Pinned: a new release may add checks or change flags.
 pins=(schemathesis==4.32.5 openapi-spec-validator==0.9.0)
 
-if ! command -v python3 >/dev/null; then
+if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
   apt-get update -qq && apt-get install -y -qq python3 python3-venv >/dev/null
 fi
 if [ ! -x "$venv/bin/schemathesis" ] || ! "$venv/bin/pip" freeze 2>/dev/null | grep -qx "${pins[0]}"; then
+  rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check "${pins[@]}"
 fi

@@ -14,8 +14,8 @@ use usage_core::Rule;
 use usage_core::plan::MAX_CAP;
 use usage_core::schema::records::{KINDS, RecordKind, RecordType};
 use usage_core::schema::{
-    AgentMode, Agg, ChatIntent, CommandSource, FilterOp, IdeType, Permission, Plan,
-    ProviderSource, SOURCES, Source, SourceSpec, TeamStatus, Tool,
+    AgentMode, Agg, ChatIntent, CommandSource, FilterOp, IdeType, Permission, Plan, ProviderSource,
+    SOURCES, Source, SourceSpec, TeamStatus, Tool,
 };
 use usage_core::wire::decode::{Kind, ObjectSpec, Request, camel};
 use usage_core::wire::{
@@ -142,7 +142,10 @@ fn op_endpoint(op: Op) -> Endpoint {
         Op::UserPageAnalytics => ("analytics", "Every user of the team with their activity."),
         Op::AgentAnalytics => ("analytics", "Agent lines, runs and tool usage."),
         Op::GetUsageConfig => ("billing", "The add-on credit cap set at exactly one scope."),
-        Op::UsageConfig => ("billing", "Sets or clears the add-on credit cap at one scope."),
+        Op::UsageConfig => (
+            "billing",
+            "Sets or clears the add-on credit cap at one scope.",
+        ),
         Op::GetTeamCreditBalance => (
             "billing",
             "The team's credit balance for the current billing cycle (enterprise plan).",
@@ -231,17 +234,53 @@ fn operation(e: &Endpoint, method: &str) -> Value {
 pub fn components() -> Value {
     let mut schemas = Map::new();
     let enums: [(&str, &str, &[&str]); 11] = [
-        ("DataSource", "A data source of custom queries.", Source::IDENTIFIERS),
-        ("AggregationFunction", "The aggregation function of a selection.", Agg::IDENTIFIERS),
-        ("FilterOperator", "The comparison of a filter.", FilterOp::IDENTIFIERS),
-        ("ChatIntent", "Values of `latest_intent_type`.", ChatIntent::IDENTIFIERS),
-        ("CommandSource", "Values of `command_source`.", CommandSource::IDENTIFIERS),
-        ("ProviderSource", "Values of `provider_source`.", ProviderSource::IDENTIFIERS),
+        (
+            "DataSource",
+            "A data source of custom queries.",
+            Source::IDENTIFIERS,
+        ),
+        (
+            "AggregationFunction",
+            "The aggregation function of a selection.",
+            Agg::IDENTIFIERS,
+        ),
+        (
+            "FilterOperator",
+            "The comparison of a filter.",
+            FilterOp::IDENTIFIERS,
+        ),
+        (
+            "ChatIntent",
+            "Values of `latest_intent_type`.",
+            ChatIntent::IDENTIFIERS,
+        ),
+        (
+            "CommandSource",
+            "Values of `command_source`.",
+            CommandSource::IDENTIFIERS,
+        ),
+        (
+            "ProviderSource",
+            "Values of `provider_source`.",
+            ProviderSource::IDENTIFIERS,
+        ),
         ("AgentMode", "Agent modes (`mode`).", AgentMode::IDENTIFIERS),
-        ("IdeType", "Where agent data came from.", IdeType::IDENTIFIERS),
-        ("TeamStatus", "A user's status on the team.", TeamStatus::IDENTIFIERS),
+        (
+            "IdeType",
+            "Where agent data came from.",
+            IdeType::IDENTIFIERS,
+        ),
+        (
+            "TeamStatus",
+            "A user's status on the team.",
+            TeamStatus::IDENTIFIERS,
+        ),
         ("Plan", "A team's plan.", Plan::IDENTIFIERS),
-        ("Permission", "A permission a service key can hold.", Permission::IDENTIFIERS),
+        (
+            "Permission",
+            "A permission a service key can hold.",
+            Permission::IDENTIFIERS,
+        ),
     ];
     for (name, what, ids) in enums {
         schemas.insert(
@@ -343,9 +382,13 @@ fn code_description(c: Code) -> String {
             "the key lacks the operation's permission, or the team's plan lacks the feature"
         }
         Code::NotFound => "a group or user named in the request is not in the key's team",
-        Code::MethodNotAllowed => "the method is not allowed on the path (`Allow` lists those that are)",
+        Code::MethodNotAllowed => {
+            "the method is not allowed on the path (`Allow` lists those that are)"
+        }
         Code::RequestTimeout => "the body did not arrive in time",
-        Code::PayloadTooLarge => "the body is over the limit (1 MiB for queries, 16 MiB for Ingest, by default)",
+        Code::PayloadTooLarge => {
+            "the body is over the limit (1 MiB for queries, 16 MiB for Ingest, by default)"
+        }
         Code::UnsupportedMediaType => "`Content-Type` is not `application/json`",
         Code::ResourceExhausted => "the key's rate limit is exceeded",
         Code::Internal => "a bug; the server log has the details under the request id",
@@ -863,17 +906,30 @@ fn record(kind: &RecordKind) -> Value {
 fn responses(schemas: &mut Map<String, Value>) {
     let string_int = json!({"type": "string", "pattern": "^[0-9]+$"});
     let time = json!({"type": "string", "format": "date-time"});
-    schemas.insert("Health".into(), json!({
-        "type": "object",
-        "required": ["status", "unreadable_records"],
-        "properties": {
-            "status": {"const": "ok"},
-            "unreadable_records": {"type": "integer", "minimum": 0},
-        },
-    }));
+    schemas.insert(
+        "Health".into(),
+        json!({
+            "type": "object",
+            "required": ["status", "unreadable_records"],
+            "properties": {
+                "status": {"const": "ok"},
+                "unreadable_records": {"type": "integer", "minimum": 0},
+            },
+        }),
+    );
     let fields: Vec<String> = SOURCES
         .iter()
-        .map(|s| format!("{}: {}", s.source.as_str(), s.fields.iter().map(|f| format!("`{}`", f.name)).collect::<Vec<_>>().join(", ")))
+        .map(|s| {
+            format!(
+                "{}: {}",
+                s.source.as_str(),
+                s.fields
+                    .iter()
+                    .map(|f| format!("`{}`", f.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
         .collect();
     schemas.insert("AnalyticsResponse".into(), json!({
         "type": "object",
@@ -927,9 +983,7 @@ fn responses(schemas: &mut Map<String, Value>) {
             "userTableStats": {"type": "array", "items": schema_ref("UserStats"), "description": "Ordered by e-mail."},
         },
     }));
-    let list = |key: &str, entry: Value| {
-        json!({"type": "object", "required": [key], "properties": {key: {"type": "array", "items": entry}}})
-    };
+    let list = |key: &str, entry: Value| json!({"type": "object", "required": [key], "properties": {key: {"type": "array", "items": entry}}});
     schemas.insert("AgentAnalyticsResponse".into(), json!({
         "type": "object",
         "required": ["queryResults"],
@@ -967,11 +1021,14 @@ fn responses(schemas: &mut Map<String, Value>) {
             },
         }},
     }));
-    schemas.insert("GetUsageConfigResponse".into(), json!({
-        "type": "object",
-        "description": "`{}` when no cap is set at the scope.",
-        "properties": {"addOnCreditCap": {"type": "integer", "minimum": 0}},
-    }));
+    schemas.insert(
+        "GetUsageConfigResponse".into(),
+        json!({
+            "type": "object",
+            "description": "`{}` when no cap is set at the scope.",
+            "properties": {"addOnCreditCap": {"type": "integer", "minimum": 0}},
+        }),
+    );
     schemas.insert("UsageConfigResponse".into(), json!({
         "type": "object", "maxProperties": 0, "description": "The empty message `{}`, once the change is durable.",
     }));

@@ -1,8 +1,8 @@
 use serde_json::{Value, json};
 use usage_core::schema::records::KINDS;
 use usage_core::schema::{
-    AgentMode, Agg, ChatIntent, CommandSource, FilterOp, IdeType, Permission, Plan,
-    ProviderSource, SOURCES, Source, TeamStatus, Tool,
+    AgentMode, Agg, ChatIntent, CommandSource, FilterOp, IdeType, Permission, Plan, ProviderSource,
+    SOURCES, Source, TeamStatus, Tool,
 };
 use usage_core::time::Timestamp;
 use usage_core::wire::*;
@@ -288,7 +288,6 @@ fn openapi_checker_refuses_what_the_document_refuses() {
             "AgentAnalyticsRequest",
             json!({"query_requests": [{"agent_runs": {}, "agentLines": {}}]}),
         ),
-
     ] {
         assert!(!fits(&doc, schema, &bad).is_empty(), "{schema}: {bad}");
     }
@@ -365,7 +364,10 @@ fn openapi_takes_what_the_server_takes() {
                 {"api_key": "x", "timestamp": "2025-05-01T13:00:00Z", "ide_type": "editor", "model": "m",
                  "mode": "UNKNOWN", "messages_sent": "3", "agent_id": "a", "prompts_used": 0}]}),
         ),
-        ("IngestRequest", json!({"serviceKey": "k", "kind": "billing", "records": []})),
+        (
+            "IngestRequest",
+            json!({"serviceKey": "k", "kind": "billing", "records": []}),
+        ),
     ];
     for (schema, v) in cases {
         let e = fits(&doc, schema, &v);
@@ -511,4 +513,37 @@ fn openapi_describes_what_the_server_sends() {
         check(&doc, schema, &body, "", &mut errs);
         assert!(errs.is_empty(), "{code:?}: {body}: {errs:?}");
     }
+}
+
+/// `GET /openapi.json` (and HEAD) answers the document without a key; other methods 405.
+#[tokio::test]
+async fn openapi_is_served_without_a_key() {
+    let store = std::sync::Arc::new(crate::store::memory::MemoryStore::new());
+    let server = crate::http::spawn(
+        store,
+        crate::http::Config::default(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let url = format!("{}{PATH}", server.url());
+    let c = reqwest::Client::new();
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    assert!(r.headers().contains_key("x-request-id"));
+    assert_eq!(r.json::<Value>().await.unwrap(), document());
+    let r = c.head(&url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.bytes().await.unwrap().is_empty());
+    for m in [reqwest::Method::POST, reqwest::Method::DELETE] {
+        let r = c.request(m, &url).send().await.unwrap();
+        assert_eq!(r.status(), 405);
+        assert_eq!(r.headers()["allow"], "GET, HEAD");
+        assert_eq!(
+            r.json::<Value>().await.unwrap()["code"],
+            "method_not_allowed"
+        );
+    }
+    server.shutdown().await;
 }
