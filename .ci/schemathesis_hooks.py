@@ -4,8 +4,8 @@ The key comes from the environment (USAGE_KEY). Positive cases always get it und
 `service_key`. The document accepts both spellings of a field (snake_case, lowerCamelCase)
 but says in words that giving both is a 400 (`conflicting_fields`): positive cases keep the
 snake_case one, so that they stay positive. Negative cases get the key only when their body
-is an object with neither spelling, so the mutation that made them negative is kept and the
-request reaches validation.
+is an object with no key in either spelling (absent or null), so the mutation that made them
+negative is kept and the request reaches validation.
 """
 
 import os
@@ -46,7 +46,7 @@ def before_call(ctx, case, **kwargs):
     if not isinstance(body, dict):
         return
     if _mode(case) == GenerationMode.NEGATIVE:
-        if "service_key" not in body and "serviceKey" not in body:
+        if body.get("service_key") is None and body.get("serviceKey") is None:
             body["service_key"] = KEY
         return
     _one_spelling(body)
