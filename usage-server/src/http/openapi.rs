@@ -7,7 +7,10 @@
 //! from the schema tables, error responses from [`Code`]. No field list is written here.
 //!
 //! Each endpoint is one [`Endpoint`] in [`endpoints`]: to document a new one, add an entry
-//! there (and its schemas to [`components`] if it has its own).
+//! there (and its schemas to [`components`] if it has its own). A `GET` endpoint with query
+//! parameters lists them in [`Endpoint::parameters`]; one that answers something other than
+//! JSON (a metrics page) sets [`Endpoint::media_type`]. `UPDATE_DOCS=1 cargo test -p
+//! usage-server --lib -- openapi_docs_are_current` then rewrites `docs/openapi.json`.
 
 use serde_json::{Map, Value, json};
 use usage_core::Rule;
@@ -33,6 +36,9 @@ const SCOPES: [&str; 3] = ["team_level", "group_id", "user_email"];
 /// The action fields of `UsageConfig`: exactly one is given (rule `action`).
 const ACTIONS: [&str; 2] = ["clear_add_on_credit_cap", "set_add_on_credit_cap"];
 
+/// The media type of JSON bodies.
+const JSON: &str = "application/json";
+
 /// The path the document is served at.
 pub const PATH: &str = "/openapi.json";
 
@@ -57,6 +63,10 @@ pub struct Endpoint {
     pub ok: Value,
     /// The failures it answers, besides 200.
     pub errors: Vec<Code>,
+    /// The media type of the 200 answer (`application/json`; `text/plain` for a metrics page).
+    pub media_type: &'static str,
+    /// Path, query and header parameters, as OpenAPI Parameter Objects.
+    pub parameters: Vec<Value>,
 }
 
 /// The OpenAPI 3.1 document of every endpoint, as JSON.
@@ -115,6 +125,8 @@ pub fn endpoints() -> Vec<Endpoint> {
             request: None,
             ok: schema_ref("Health"),
             errors: vec![Code::Unavailable],
+            media_type: JSON,
+            parameters: vec![],
         },
         Endpoint {
             path: PATH.into(),
@@ -126,6 +138,8 @@ pub fn endpoints() -> Vec<Endpoint> {
             request: None,
             ok: json!({"type": "object", "description": "An OpenAPI 3.1 document."}),
             errors: vec![],
+            media_type: JSON,
+            parameters: vec![],
         },
     ];
     out.extend(Op::ALL.into_iter().map(op_endpoint));
@@ -187,6 +201,8 @@ fn op_endpoint(op: Op) -> Endpoint {
         request: Some(schema_ref(&format!("{}Request", op.name()))),
         ok: schema_ref(&format!("{}Response", op.name())),
         errors,
+        media_type: JSON,
+        parameters: vec![],
     }
 }
 
@@ -202,7 +218,7 @@ fn operation(e: &Endpoint, method: &str) -> Value {
         json!({
             "description": "OK.",
             "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
-            "content": {"application/json": {"schema": e.ok}},
+            "content": {e.media_type: {"schema": e.ok}},
         })
     };
     responses.insert("200".into(), ok);
@@ -219,6 +235,9 @@ fn operation(e: &Endpoint, method: &str) -> Value {
         "description": e.description,
         "responses": responses,
     });
+    if !e.parameters.is_empty() {
+        op["parameters"] = json!(e.parameters);
+    }
     if let Some(schema) = &e.request {
         op["requestBody"] = json!({
             "required": true,
