@@ -21,6 +21,7 @@ use usage_core::schema::{
     SOURCES, Source, SourceSpec, TeamStatus, Tool,
 };
 use usage_core::wire::decode::{Kind, ObjectSpec, Request, camel};
+use usage_core::wire::export::Format;
 use usage_core::wire::{
     AgentAnalyticsRequest, AnalyticsRequest, GetTeamCreditBalanceRequest, GetUsageConfigRequest,
     IngestRequest, UsageConfigRequest, UserPageAnalyticsRequest,
@@ -38,6 +39,9 @@ const ACTIONS: [&str; 2] = ["clear_add_on_credit_cap", "set_add_on_credit_cap"];
 
 /// The media type of JSON bodies.
 const JSON: &str = "application/json";
+
+/// The media type of `GET /metrics` (without its parameters).
+const METRICS: &str = "application/openmetrics-text";
 
 /// The path the document is served at.
 pub const PATH: &str = "/openapi.json";
@@ -65,6 +69,8 @@ pub struct Endpoint {
     pub errors: Vec<Code>,
     /// The media type of the 200 answer (`application/json`; `text/plain` for a metrics page).
     pub media_type: &'static str,
+    /// Other media types of the 200 answer, chosen by `Accept`, with their schemas.
+    pub also: Vec<(&'static str, Value)>,
     /// Path, query and header parameters, as OpenAPI Parameter Objects.
     pub parameters: Vec<Value>,
 }
@@ -126,6 +132,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             ok: schema_ref("Health"),
             errors: vec![Code::Unavailable],
             media_type: JSON,
+            also: vec![],
             parameters: vec![],
         },
         Endpoint {
@@ -139,9 +146,27 @@ pub fn endpoints() -> Vec<Endpoint> {
             ok: json!({"type": "object", "description": "An OpenAPI 3.1 document."}),
             errors: vec![],
             media_type: JSON,
+            also: vec![],
             parameters: vec![],
         },
     ];
+    out.push(Endpoint {
+        path: "/metrics".into(),
+        methods: &["get", "head"],
+        operation_id: "Metrics".into(),
+        tag: "service",
+        summary: "Server metrics (OpenMetrics text).".into(),
+        description: "No key needed. Requests by operation and status, latencies, rate-limit \
+            refusals, records ingested and held. Not on the API's address when `serve \
+            --metrics-listen` gives it one of its own (404 there). Other methods: 405."
+            .into(),
+        request: None,
+        ok: json!({"type": "string"}),
+        errors: vec![],
+        media_type: METRICS,
+        also: vec![],
+        parameters: vec![],
+    });
     out.extend(Op::ALL.into_iter().map(op_endpoint));
     out
 }
@@ -167,6 +192,21 @@ fn op_endpoint(op: Op) -> Endpoint {
         Op::Ingest => ("ingest", "Loads records of one kind (extension)."),
     };
     let p = permission(op);
+    // `Analytics` answers one query as CSV or NDJSON when `Accept` asks for it (export).
+    let also = if op == Op::Analytics {
+        Format::ALL
+            .iter()
+            .map(|f| {
+                let media = f.content_type().split(';').next().unwrap_or_default().trim();
+                (media, json!({
+                    "type": "string",
+                    "description": format!("Export (`Accept: {media}`): the one query's items as {}; a request with several queries is a 400.", f.name()),
+                }))
+            })
+            .collect()
+    } else {
+        vec![]
+    };
     let mut errors = vec![
         Code::InvalidArgument,
         Code::Unauthenticated,
@@ -202,6 +242,7 @@ fn op_endpoint(op: Op) -> Endpoint {
         ok: schema_ref(&format!("{}Response", op.name())),
         errors,
         media_type: JSON,
+        also,
         parameters: vec![],
     }
 }
@@ -221,6 +262,10 @@ fn operation(e: &Endpoint, method: &str) -> Value {
             "content": {e.media_type: {"schema": e.ok}},
         })
     };
+    let mut ok = ok;
+    for (media, schema) in &e.also {
+        ok["content"][*media] = json!({"schema": schema});
+    }
     responses.insert("200".into(), ok);
     for c in &e.errors {
         responses.insert(

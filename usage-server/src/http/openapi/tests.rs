@@ -55,7 +55,13 @@ fn openapi_has_every_operation_and_every_ref_resolves() {
             assert!(post["responses"][code].is_object(), "{} {code}", op.name());
         }
     }
-    for path in ["/healthz", PATH] {
+    assert!(crate::http::metrics::CONTENT_TYPE.starts_with(METRICS));
+    let analytics = &doc["paths"]["/api/v1/Analytics"]["post"]["responses"]["200"]["content"];
+    for f in usage_core::wire::export::Format::ALL {
+        let media = f.content_type().split(';').next().unwrap();
+        assert!(analytics[media].is_object(), "{media}");
+    }
+    for path in ["/healthz", PATH, "/metrics"] {
         for m in ["get", "head"] {
             assert!(doc["paths"][path][m].is_object(), "{m} {path}");
         }
