@@ -38,6 +38,21 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in the contract's order.
+    pub const ALL: &'static [Code] = &[
+        Code::InvalidArgument,
+        Code::Unauthenticated,
+        Code::PermissionDenied,
+        Code::NotFound,
+        Code::MethodNotAllowed,
+        Code::RequestTimeout,
+        Code::PayloadTooLarge,
+        Code::UnsupportedMediaType,
+        Code::ResourceExhausted,
+        Code::Internal,
+        Code::Unavailable,
+    ];
+
     /// The code's row of the contract's table (section 2): HTTP status and wire identifier.
     fn row(self) -> (StatusCode, &'static str) {
         match self {

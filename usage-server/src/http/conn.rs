@@ -202,7 +202,10 @@ const ROUTED: [Method; 7] = [
 fn refused_before_routing(req: &Request<Incoming>) -> Option<ApiError> {
     let method = req.method();
     if !ROUTED.contains(method) || !req.uri().path().starts_with('/') {
-        let allow = if req.uri().path() == "/healthz" {
+        let path = req.uri().path();
+        let allow = if matches!(path, "/healthz" | "/metrics" | super::openapi::PATH)
+            || path.starts_with("/api/v2/")
+        {
             "GET, HEAD"
         } else {
             "POST"

@@ -7,6 +7,7 @@
 
 mod conn;
 pub mod metrics;
+pub mod openapi;
 mod ops;
 pub mod v2;
 
@@ -345,6 +346,12 @@ where
     }
     if path.starts_with("/api/v2/") {
         return v2::route(app, method, path, query, headers, cx).await;
+    }
+    if path == openapi::PATH {
+        if method != Method::GET && method != Method::HEAD {
+            return Err(method_not_allowed(method, path, "GET, HEAD"));
+        }
+        return Ok(json_response(&openapi::document()));
     }
     let op = path
         .strip_prefix("/api/v1/")

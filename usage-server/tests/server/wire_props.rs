@@ -546,7 +546,7 @@ fn path() -> impl Strategy<Value = String> {
         4 => op().prop_map(|op| format!("/api/v1/{op}")),
         1 => Just("/healthz".to_string()),
         1 => prop::sample::select(
-            &["/api/v1/Nope", "/healthz", "/", "/healthz/", "/api/v1", "/api/v1/", "//api/v1/Analytics", "/api/v1//Analytics"][..]
+            &["/api/v1/Nope", "/healthz", "/", "/healthz/", "/api/v1", "/api/v1/", "//api/v1/Analytics", "/api/v1//Analytics", "/openapi.json", "/openapi.json/", "/OpenApi.json"][..]
         )
         .prop_map(str::to_string),
         1 => op().prop_map(|op| format!("/api/v1/{op}/")),
@@ -587,18 +587,27 @@ enum Expect {
     Op(&'static str),
     /// `GET`/`HEAD /healthz`.
     Healthy,
+    /// `GET`/`HEAD /openapi.json`.
+    Document,
     /// A contract error: status, code, and the `Allow` of a 405.
     Error(u16, &'static str, Option<&'static str>),
 }
 
 fn expect(method: &str, path: &str) -> Expect {
-    let allow = if path == "/healthz" {
+    let allow = if path == "/healthz" || path == "/openapi.json" {
         "GET, HEAD"
     } else {
         "POST"
     };
     if !ROUTED.contains(&method) || !path.starts_with('/') {
         return Expect::Error(405, "method_not_allowed", Some(allow));
+    }
+    if path == "/openapi.json" {
+        return if matches!(method, "GET" | "HEAD") {
+            Expect::Document
+        } else {
+            Expect::Error(405, "method_not_allowed", Some(allow))
+        };
     }
     if path == "/healthz" {
         return if matches!(method, "GET" | "HEAD") {
@@ -668,6 +677,12 @@ fn methods_and_targets_never_fail_the_server(kind: TestStore) {
                 prop_assert_eq!(a.status, 200, "{}", a.text());
                 if !wire.head {
                     prop_assert_eq!(body, serde_json::json!({"status": "ok", "unreadable_records": 0}));
+                }
+            }
+            Expect::Document => {
+                prop_assert_eq!(a.status, 200, "{}", a.text());
+                if !wire.head {
+                    prop_assert_eq!(&body["openapi"], "3.1.0");
                 }
             }
             Expect::Error(status, code, allow) => {

@@ -3,7 +3,7 @@
 //! queries from memory, kept current from a change feed that every instance shares.
 //!
 //! - **Change feed.** Every write of team data takes the team's next change number
-//!   ([`next_change`], under the team's write lock, so numbers commit in order), stamps the
+//!   (under the team's write lock, so numbers commit in order), stamps the
 //!   rows it writes with it ([`sql::CHANGE_SEQ`]) and sends `NOTIFY usage_changes, '<team>'`,
 //!   delivered at commit.
 //! - **Load.** A team's first query starts a load: in one `REPEATABLE READ` snapshot, the
