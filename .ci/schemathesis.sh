@@ -48,22 +48,32 @@ read -r listen key < <(python3 -c 'import json,sys; d=json.loads(sys.stdin.readl
 echo "demo server on $listen"
 
 # The hooks put the demo key into request bodies (.ci/schemathesis_hooks.py).
+st() {
+  USAGE_KEY=$key SCHEMATHESIS_HOOKS=schemathesis_hooks PYTHONPATH=.ci \
+    "$venv/bin/schemathesis" run docs/openapi.json \
+    --url "http://$listen" \
+    --mode all \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,negative_data_rejection \
+    --max-examples "${MAX_EXAMPLES:-30}" \
+    --seed "${SEED:-1}" \
+    --workers 1 \
+    --request-timeout 30 \
+    --max-failures 20 \
+    --suppress-health-check all \
+    --warnings off \
+    --no-color "$@"
+}
 start=$(date +%s)
 status=0
-USAGE_KEY=$key SCHEMATHESIS_HOOKS=schemathesis_hooks PYTHONPATH=.ci \
-  "$venv/bin/schemathesis" run docs/openapi.json \
-  --url "http://$listen" \
-  --mode all \
-  --phases examples,coverage,fuzzing \
-  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,negative_data_rejection \
-  --max-examples "${MAX_EXAMPLES:-30}" \
-  --seed "${SEED:-1}" \
-  --workers 2 \
-  --request-timeout 30 \
-  --max-failures 20 \
-  --suppress-health-check all \
-  --warnings off \
-  --no-color "$@" || status=$?
+# One worker: with two threads, hypothesis's lambda descriptions run `ast.parse` at once on
+# both, which CPython 3.11 does not support ("AST constructor recursion depth mismatch", a
+# runtime error of schemathesis, seen in CI).
+# The POST operations and the service endpoints: every phase.
+st --phases examples,coverage,fuzzing --exclude-path-regex '^/api/v2/' "$@" || status=$?
+# The GET endpoints (query parameters) without the coverage phase: schemathesis 4.32's
+# coverage walk of query parameters crashes in hypothesis on this Python (its own
+# "AST constructor recursion depth mismatch", not an answer of the server).
+st --phases examples,fuzzing --include-path-regex '^/api/v2/' "$@" || status=$?
 echo "schemathesis: exit $status in $(( $(date +%s) - start )) s"
 echo "answers by operation and status (server log):"
 grep -o 'method=[A-Z]* op=[^ ]* team=[^ ]* status=[0-9]*' "$tmp/server.log" |
