@@ -74,6 +74,8 @@ psql "$url" -qX -c "SELECT 1" >/dev/null || fail "no PostgreSQL at $url"
 step="build the eval bench"
 cargo bench -p usage-core --bench eval --no-run --quiet || fail
 eval_bench() { cargo bench -p usage-core --bench eval --quiet -- "$@"; }
+# shellcheck source=bench/common.sh
+. bench/common.sh
 
 if [ -z "$bin" ]; then
   step="build the release server"
@@ -87,27 +89,11 @@ step="server binary"
 [ -x "$bin" ] || fail "no executable at $bin"
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 
-step="data"
-mkdir -p bench/data
-csv=$root/bench/data/autocomplete-$rows.csv
-jsonl=$root/bench/data/autocomplete-$rows.jsonl
-if [ ! -s "$csv" ]; then
-  eval_bench gen --rows "$rows" --csv "$csv.tmp" || fail
-  mv "$csv.tmp" "$csv"
-fi
-if [ ! -s "$jsonl" ] || [ "$jsonl" -ot "$csv" ]; then
-  eval_bench jsonl --csv "$csv" --out "$jsonl.tmp" || fail
-  mv "$jsonl.tmp" "$jsonl"
-fi
+bench_data
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/pgbench.XXXXXX")
 
-step="in-memory evaluator's answers"
-echo "== $rows rows: in-memory evaluator" >&2
-eval_bench run --csv "$csv" --runs "$runs" --out "$work/ours.json" || fail
-first_day=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["first_day"])' "$work/ours.json")
-eval_bench queries --first-day "$first_day" >"$work/queries.jsonl" || fail
-[ "$(wc -l <"$work/queries.jsonl")" -eq 6 ] || fail "expected 6 queries from the eval bench"
+bench_answers "$work"
 
 # DuckDB (one thread) on the same CSV, as bench/run.sh runs it: issue 16's pushdown target
 # is PostgreSQL <= 10x DuckDB single-thread.
