@@ -392,7 +392,13 @@ async fn daily(
         })?;
     let spec = source.spec();
     let has = |name: &str| spec.fields.iter().any(|f| f.name == name);
-    let date = match params.get("tz").filter(|t| !t.is_empty()) {
+    // A `+` left unescaped in a query string reads as a space (`tz=UTC+8` is `UTC 8`): no
+    // zone holds a space, so it is read back as the `+` the user meant.
+    let tz = params
+        .get("tz")
+        .filter(|t| !t.is_empty())
+        .map(|t| t.replacen("UTC ", "UTC+", 1));
+    let date = match tz.as_deref() {
         None | Some("UTC") => "date".to_string(),
         Some(tz) if tz.starts_with("UTC+") || tz.starts_with("UTC-") => format!("date {tz}"),
         Some(tz) => {

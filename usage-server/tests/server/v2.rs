@@ -268,6 +268,34 @@ async fn user_activity_pages(store: TestStore) {
 }
 on_every_store!(user_activity_pages);
 
+/// `tz` shifts the days: an offset written with an unescaped `+` (read as a space) means
+/// the same as `%2B`, and the days are the `date UTC±H` field's.
+#[tokio::test]
+async fn tz_offsets_shift_the_days() {
+    let env = Env::new(TestStore::Memory).await;
+    // 23:00 UTC on 2025-03-01 is 2025-03-02 at UTC+8.
+    let late = json!([{"api_key": "k-ana", "hour": "2025-03-01T23:00:00Z", "language": "GO",
+        "ide": "vscode", "version": "1.0", "num_acceptances": 4, "num_lines_accepted": 1,
+        "num_bytes_accepted": 1}]);
+    load(env.store.as_ref(), &env.team, &records::AUTOCOMPLETE, late).await;
+    let days = |v: &Value| -> Vec<String> {
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["date"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let base = "/api/v2/usage/daily?start=2025-03-01&end=2025-03-02";
+    let (_, _, utc) = get(&env, Some(&env.key), base, None).await;
+    assert_eq!(days(&utc), ["2025-03-01"], "{utc}");
+    for tz in ["UTC%2B8", "UTC+8", "UTC%2B08:00"] {
+        let (st, _, v) = get(&env, Some(&env.key), &format!("{base}&tz={tz}"), None).await;
+        assert_eq!(st, 200, "{tz}: {v}");
+        assert_eq!(days(&v), ["2025-03-02"], "{tz}: {v}");
+    }
+}
+
 /// Bad parameters are 400s naming the parameter and the rule; other methods 405; unknown
 /// paths 404.
 #[tokio::test]
