@@ -1,5 +1,25 @@
 # Shared steps of bench/embedded.sh and bench/postgres.sh, sourced by both. They use the
-# caller's `root`, `rows`, `runs`, `step`, `fail` and `eval_bench`.
+# caller's `root`, `rows`, `runs`, `bin`, `step` and `fail`.
+
+eval_bench() { cargo bench -p usage-core --bench eval --quiet -- "$@"; }
+
+# The eval bench built, and the server: the release build of this tree unless `bin` names
+# one; sets `bin` (absolute) and `what` (which build, for the report).
+bench_builds() {
+  step="build the eval bench"
+  cargo bench -p usage-core --bench eval --no-run --quiet || fail
+  if [ -z "$bin" ]; then
+    step="build the release server"
+    cargo build --release -p usage-server --bin usage-server --quiet || fail
+    bin=$root/target/release/usage-server
+    what="this tree, $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' + uncommitted changes')"
+  else
+    what="BIN=$bin"
+  fi
+  step="server binary"
+  [ -x "$bin" ] || fail "no executable at $bin"
+  bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+}
 
 # The CSV of the DuckDB benchmark and its JSONL load records for `rows` rows, cached under
 # bench/data; sets `csv` and `jsonl`.

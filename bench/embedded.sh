@@ -51,23 +51,9 @@ case $rows in ''|*[!0-9]*) fail "ROWS must be a number of rows, got '$rows'" ;; 
 case $runs in ''|*[!0-9]*|0) fail "RUNS must be a positive number, got '$runs'" ;; esac
 command -v python3 >/dev/null || fail "python3 is needed"
 
-step="build the eval bench"
-cargo bench -p usage-core --bench eval --no-run --quiet || fail
-eval_bench() { cargo bench -p usage-core --bench eval --quiet -- "$@"; }
 # shellcheck source=bench/common.sh
 . bench/common.sh
-
-if [ -z "$bin" ]; then
-  step="build the release server"
-  cargo build --release -p usage-server --bin usage-server --quiet || fail
-  bin=$root/target/release/usage-server
-  what="this tree, $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' + uncommitted changes')"
-else
-  what="BIN=$bin"
-fi
-step="server binary"
-[ -x "$bin" ] || fail "no executable at $bin"
-bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+bench_builds
 
 bench_data
 

@@ -71,23 +71,9 @@ command -v psql >/dev/null || fail "psql is needed"
 step="PostgreSQL"
 psql "$url" -qX -c "SELECT 1" >/dev/null || fail "no PostgreSQL at $url"
 
-step="build the eval bench"
-cargo bench -p usage-core --bench eval --no-run --quiet || fail
-eval_bench() { cargo bench -p usage-core --bench eval --quiet -- "$@"; }
 # shellcheck source=bench/common.sh
 . bench/common.sh
-
-if [ -z "$bin" ]; then
-  step="build the release server"
-  cargo build --release -p usage-server --bin usage-server --quiet || fail
-  bin=$root/target/release/usage-server
-  what="this tree, $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' + uncommitted changes')"
-else
-  what="BIN=$bin"
-fi
-step="server binary"
-[ -x "$bin" ] || fail "no executable at $bin"
-bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+bench_builds
 
 bench_data
 
