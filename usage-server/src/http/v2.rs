@@ -458,9 +458,10 @@ async fn daily(
             {"name": date, "filter": "QUERY_FILTER_LE", "value": end},
         ],
     }]});
-    let d = decode::<AnalyticsRequest>(body.to_string().as_bytes()).map_err(|e| engine(&e.0))?;
+    let d = decode::<AnalyticsRequest>(body.to_string().as_bytes())
+        .map_err(|e| ApiError::invalid(&e.0))?;
     let plan = validate::with_decoded(&d, |r, _| validate::analytics(r, &app.config.limits))
-        .map_err(|v| engine(&v))?;
+        .map_err(|v| ApiError::invalid(&v))?;
     let res = app.store.analytics(team, &plan, &app.config.limits).await?;
     let items = res
         .query_results
@@ -482,12 +483,6 @@ async fn daily(
     Ok(rows)
 }
 
-/// A violation of the generated request: the parameters were checked, so this is the
-/// engine refusing a combination (e.g. a limit); its message is passed on.
-fn engine(v: &Violations) -> ApiError {
-    ApiError::invalid(v)
-}
-
 async fn activity(
     app: &App,
     team: &str,
@@ -505,8 +500,9 @@ async fn activity(
         body["group_name"] = json!(g);
     }
     let d = decode::<UserPageAnalyticsRequest>(body.to_string().as_bytes())
-        .map_err(|e| engine(&e.0))?;
-    let plan = validate::with_decoded(&d, |r, _| validate::user_page(r)).map_err(|v| engine(&v))?;
+        .map_err(|e| ApiError::invalid(&e.0))?;
+    let plan = validate::with_decoded(&d, |r, _| validate::user_page(r))
+        .map_err(|v| ApiError::invalid(&v))?;
     let res = app.store.user_page(team, &plan).await?;
     let mut rows: Vec<(Vec<String>, Value)> = res
         .user_table_stats
