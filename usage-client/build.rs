@@ -81,6 +81,13 @@ fn main() {
                     "    /// {doc}.\n    ///\n    /// `offset_minutes` lies in −720..=840 (`date UTC-8` is −480, `date UTC+5:30` is 330).\n    \
                      pub fn date_utc(offset_minutes: i32) -> {ty} {{ {ctor}(crate::query::local_date_name(offset_minutes)) }}"
                 );
+                let _ = writeln!(
+                    out,
+                    "    /// {doc}: the local date in an IANA time zone (`date America/New_York`; an \
+                     extension of this server).\n    ///\n    /// A name the server's time-zone \
+                     database does not hold is answered 400 `unknown_field`.\n    \
+                     pub fn date_in(zone: &str) -> {ty} {{ {ctor}(format!(\"date {{zone}}\")) }}"
+                );
             } else {
                 let _ = writeln!(
                     out,

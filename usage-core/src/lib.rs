@@ -51,6 +51,7 @@ pub mod time;
 pub mod validate;
 pub mod version;
 pub mod wire;
+pub mod zone;
 
 pub use error::{JsonPath, Rule, Violation, Violations};
 pub use ident::{Ident, WireEnum};

@@ -28,6 +28,7 @@ use std::collections::{HashMap, HashSet};
 use super::answer::{item, metadata};
 use super::select::{
     Bitmap, Pred, RangeSet, Sel, key_range, scan, select, text_pred, time_range_pred,
+    zoned_day_range,
 };
 use super::store::{Column, Packed, Table};
 use super::value::{Value, average, passes, pcw_value};
@@ -36,6 +37,7 @@ use crate::schema::records::RecordType;
 use crate::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use crate::time::{Date, MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Timestamp};
 use crate::wire::{QueryResult, ResponseItem};
+use crate::zone::{LocalZone, MAX_OFFSET_MICROS, Zone};
 
 // Sizes that choose between a dense and a sparse way of computing the same thing. Tests
 // use tiny ones, so that the small datasets of the differential tests take both ways.
@@ -71,11 +73,13 @@ enum Access<'a> {
     /// An instant (`hour`, `timestamp`).
     Instant(&'a Column),
     /// `floor((time + offset) / period)` of a time column: a date when `period` is a day,
-    /// an hour start when it is an hour.
+    /// an hour start when it is an hour. With a `zone`, the offset is the zone's at each
+    /// instant (a local date in an IANA zone) and `offset` is 0.
     Bucket {
         col: &'a Column,
         offset: i64,
         period: i64,
+        zone: Option<Zone>,
     },
     /// The `metadata` of the row's `api_key`.
     Metadata(&'a Column),
@@ -86,11 +90,12 @@ enum Access<'a> {
 impl<'a> Access<'a> {
     fn of(table: &'a Table, f: FieldRef) -> Access<'a> {
         let time = || table.time_column();
-        let date = |offset: i64| {
+        let date = |offset: i64, zone: Option<Zone>| {
             time().map_or(Access::None, |col| Access::Bucket {
                 col,
                 offset,
                 period: MICROS_PER_DAY,
+                zone,
             })
         };
         match f.field().expr {
@@ -104,14 +109,18 @@ impl<'a> Access<'a> {
                         col,
                         offset: 0,
                         period: MICROS_PER_DAY,
+                        zone: None,
                     },
                     RecordType::GroupIds => Access::None,
                 },
                 None => Access::None,
             },
             Expr::Time => time().map_or(Access::None, Access::Instant),
-            Expr::UtcDate => date(0),
-            Expr::LocalDate => date(i64::from(f.offset_minutes()) * 60 * MICROS_PER_SECOND),
+            Expr::UtcDate => date(0, None),
+            Expr::LocalDate => match f.zone() {
+                LocalZone::Fixed(m) => date(i64::from(m) * 60 * MICROS_PER_SECOND, None),
+                LocalZone::Iana(z) => date(0, Some(z)),
+            },
             Expr::UserMetadata => table
                 .column("api_key")
                 .map_or(Access::None, Access::Metadata),
@@ -149,8 +158,9 @@ impl<'a> Access<'a> {
                 col,
                 offset,
                 period,
+                zone,
             } => {
-                let b = (x * col.unit + offset).div_euclid(period);
+                let b = bucket_of(col.unit, offset, period, zone)(x);
                 if period == MICROS_PER_DAY {
                     Value::Date(Date(b as i32))
                 } else {
@@ -172,8 +182,15 @@ impl<'a> Access<'a> {
             (Access::Instant(_), FilterValue::TimeDate(d)) => {
                 Some((i64::from(d.0), 0, MICROS_PER_DAY))
             }
-            (Access::Bucket { offset, period, .. }, FilterValue::Date(d))
-                if period == MICROS_PER_DAY =>
+            (
+                Access::Bucket {
+                    offset,
+                    period,
+                    zone: None,
+                    ..
+                },
+                FilterValue::Date(d),
+            ) if period == MICROS_PER_DAY =>
             {
                 Some((i64::from(d.0), offset, period))
             }
@@ -203,6 +220,32 @@ impl<'a> Access<'a> {
                 return Some(Pred::Codes(&col.data, pass));
             }
             Access::None => return (!passes(&Value::Null, test, ty)).then_some(Pred::Never),
+            Access::Bucket {
+                col,
+                period: MICROS_PER_DAY,
+                zone: Some(zone),
+                ..
+            } => {
+                // A local date in an IANA zone is not monotone in the instant (a zone may
+                // fall back across midnight): the set is built span by span.
+                let day = |fv: &FilterValue| match fv {
+                    FilterValue::Date(d) => Some(i64::from(d.0)),
+                    _ => None,
+                };
+                let set = match test {
+                    FilterTest::Compare(op, fv) => match day(fv) {
+                        Some(c) => zoned_day_range(*op, c, zone, col.unit),
+                        None if op.accepts(Ordering::Less) => RangeSet::full(),
+                        None => RangeSet::empty(),
+                    },
+                    FilterTest::AnyOf(values) => values
+                        .iter()
+                        .filter_map(day)
+                        .map(|c| zoned_day_range(FilterOp::Equal, c, zone, col.unit))
+                        .fold(RangeSet::empty(), RangeSet::union),
+                };
+                return Some(Pred::Ranges(&col.data, set));
+            }
             Access::Int(col) | Access::Instant(col) | Access::Bucket { col, .. } => col,
         };
         let set = match test {
@@ -219,6 +262,17 @@ impl<'a> Access<'a> {
                 .fold(RangeSet::empty(), RangeSet::union),
         };
         Some(Pred::Ranges(&col.data, set))
+    }
+}
+
+/// The bucket of a stored value `v` in `unit`: `floor((v * unit + offset) / period)`, the
+/// offset being the zone's at that instant when there is a zone.
+#[inline]
+fn bucket_of(unit: i64, offset: i64, period: i64, zone: Option<Zone>) -> impl Fn(i64) -> i64 {
+    move |v: i64| {
+        let t = v * unit;
+        let offset = zone.map_or(offset, |z| z.offset_at(t));
+        (t + offset).div_euclid(period)
     }
 }
 
@@ -343,13 +397,21 @@ impl Keys {
                 col,
                 offset,
                 period,
+                zone,
             } => {
                 let unit = col.unit;
-                let bucket = move |v: i64| (v * unit + offset).div_euclid(period);
+                let bucket = bucket_of(unit, offset, period, zone);
                 let Some((lo, hi)) = min_max(data, sel) else {
                     return;
                 };
-                let (blo, bhi) = (bucket(lo), bucket(hi));
+                // A zone's local date is not monotone: bound it by the greatest offset.
+                let (blo, bhi) = match zone {
+                    None => (bucket(lo), bucket(hi)),
+                    Some(_) => (
+                        (lo * unit - MAX_OFFSET_MICROS).div_euclid(period),
+                        (hi * unit + MAX_OFFSET_MICROS).div_euclid(period),
+                    ),
+                };
                 let card = (bhi - blo + 1) as u64;
                 let span = hi - lo;
                 if span < LUT_MAX && span as u64 <= 4 * sel.len() as u64 + 4096 {
@@ -552,6 +614,7 @@ fn aggregate(s: &SelectionPlan, groups: &Groups, sel: &Sel, ctx: &Ctx<'_>) -> Ve
                 col,
                 offset: 0,
                 period,
+                zone: None,
             })
     };
     let distinct = |fields: &[Access<'_>]| -> Vec<Value> {

@@ -24,6 +24,7 @@ use crate::plan::{
 use crate::schema::records::{self, RecordKind};
 use crate::schema::{Agg, Expr, FieldRef, FilterOp, TeamStatus, ValueType};
 use crate::time::{Date, Timestamp};
+use crate::zone::LocalZone;
 use crate::wire::{
     AgentAnalyticsResponse, AgentLines, AgentLinesEntry, AgentQueryResult, AgentRunEntry,
     AgentRuns, AgentToolUsage, AgentToolUsageEntry, AnalyticsResponse, QueryResult,
@@ -186,7 +187,11 @@ impl Model {
             },
             Expr::Time => Value::Time(time),
             Expr::UtcDate => Value::Date(time.date()),
-            Expr::LocalDate => Value::Date(time.plus_minutes(f.offset_minutes()).date()),
+            // An IANA zone's offset straight from jiff, not the engine's table of spans.
+            Expr::LocalDate => Value::Date(match f.zone() {
+                LocalZone::Fixed(m) => time.plus_minutes(i32::from(m)).date(),
+                LocalZone::Iana(z) => Timestamp(time.0 + z.offset_by_jiff(time.0)).date(),
+            }),
             Expr::UserMetadata => Value::Text(metadata(self.email_of(rec.text("api_key")))),
             _ => Value::Null,
         }

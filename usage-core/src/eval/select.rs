@@ -13,6 +13,8 @@
 use super::store::{Column, Lane, Packed, with_packed};
 use crate::plan::TimeRange;
 use crate::schema::FilterOp;
+use crate::time::MICROS_PER_DAY;
+use crate::zone::{MAX_OFFSET_MICROS, Zone};
 
 /// The rows a query reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,20 +253,60 @@ pub(crate) fn text_pred<'a>(col: &'a Column, test: impl Fn(&str) -> bool) -> Pre
 /// The stored values `u` of a column in `unit` for which the key
 /// `floor((u * unit + a) / m)` passes `op` against `c` (a monotone key: a range of `u`).
 pub(crate) fn key_range(op: FilterOp, c: i64, a: i64, m: i64, unit: i64) -> RangeSet {
+    if op == FilterOp::NotEqual {
+        return key_range(FilterOp::Equal, c, a, m, unit).complement();
+    }
+    let (lo, hi) = key_bounds(op, c, a, m);
+    micros_to_units(lo, hi, unit)
+}
+
+/// The instants (inclusive bounds, `None` unbounded) whose key `floor((t + a) / m)` passes
+/// `op` (not `NotEqual`) against `c`.
+fn key_bounds(op: FilterOp, c: i64, a: i64, m: i64) -> (Option<i128>, Option<i128>) {
     let (c, a, m) = (i128::from(c), i128::from(a), i128::from(m));
     // The smallest instant whose key is at least `c`.
     let lower = |c: i128| c * m - a;
-    let (lo, hi) = match op {
+    match op {
         FilterOp::Ge => (Some(lower(c)), None),
         FilterOp::GreaterThan => (Some(lower(c + 1)), None),
         FilterOp::LessThan => (None, Some(lower(c) - 1)),
         FilterOp::Le => (None, Some(lower(c + 1) - 1)),
         FilterOp::Equal => (Some(lower(c)), Some(lower(c + 1) - 1)),
-        FilterOp::NotEqual => {
-            return key_range(FilterOp::Equal, c as i64, a as i64, m as i64, unit).complement();
-        }
+        FilterOp::NotEqual => unreachable!("the complement of Equal"),
+    }
+}
+
+/// The stored values `u` of a column in `unit` whose local date in `zone` (the date of
+/// `u * unit` plus the zone's offset at that instant) passes `op` against day `c`.
+///
+/// The local date is not monotone in the instant (a zone may fall back across midnight),
+/// so the set is built span by span of constant offset. Within
+/// [`MAX_OFFSET_MICROS`] of day `c` the spans decide; further out every instant's local
+/// date is plainly before or after `c`.
+pub(crate) fn zoned_day_range(op: FilterOp, c: i64, zone: Zone, unit: i64) -> RangeSet {
+    if op == FilterOp::NotEqual {
+        return zoned_day_range(FilterOp::Equal, c, zone, unit).complement();
+    }
+    let (w0, w1) = (
+        c.saturating_mul(MICROS_PER_DAY).saturating_sub(2 * MAX_OFFSET_MICROS),
+        (c.saturating_add(1))
+            .saturating_mul(MICROS_PER_DAY)
+            .saturating_add(2 * MAX_OFFSET_MICROS),
+    );
+    let mut set = match op {
+        FilterOp::LessThan | FilterOp::Le => micros_to_units(None, Some(i128::from(w0) - 1), unit),
+        FilterOp::GreaterThan | FilterOp::Ge => micros_to_units(Some(i128::from(w1)), None, unit),
+        _ => RangeSet::empty(),
     };
-    micros_to_units(lo, hi, unit)
+    for (s, e, o) in zone.spans(w0, w1) {
+        let (lo, hi) = key_bounds(op, c, o, MICROS_PER_DAY);
+        let lo = lo.map_or(i128::from(s), |lo| lo.max(i128::from(s)));
+        let hi = hi.map_or(i128::from(e) - 1, |hi| hi.min(i128::from(e) - 1));
+        if lo <= hi {
+            set = set.union(micros_to_units(Some(lo), Some(hi), unit));
+        }
+    }
+    set
 }
 
 /// A set of the integers below a bound.

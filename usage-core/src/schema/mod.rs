@@ -10,7 +10,9 @@
 //! let f = Source::UserData.spec().resolve("num_acceptances").unwrap();
 //! assert_eq!(f.field().role, Role::Metric);
 //! let d = Source::ChatData.spec().resolve("date UTC+5:30").unwrap();
-//! assert_eq!(d.offset_minutes(), 330);
+//! assert_eq!(d.zone(), usage_core::zone::LocalZone::Fixed(330));
+//! let ny = Source::ChatData.spec().resolve("date America/New_York").unwrap();
+//! assert_eq!(ny.canonical_name(), "date America/New_York");
 //! ```
 
 pub mod docs;
@@ -19,6 +21,8 @@ pub mod records;
 
 pub use enums::*;
 use records::RecordKind;
+
+use crate::zone::LocalZone;
 
 /// What a field is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +69,8 @@ pub enum Expr {
     Time,
     /// The UTC date of the record's time.
     UtcDate,
-    /// The local date of the record's time at the offset written in the field name.
+    /// The local date of the record's time in the zone written in the field name (a fixed
+    /// offset, or an IANA zone's offset at that instant).
     LocalDate,
     /// Distinct `api_key`.
     DistinctUsers,
@@ -154,13 +159,13 @@ pub struct SourceSpec {
     pub groupable: bool,
 }
 
-/// A resolved field reference: a field of a source, with the offset of a
-/// `date UTC±H[:MM]` field.
+/// A resolved field reference: a field of a source, with the zone of a
+/// `date UTC±H[:MM]` or `date <IANA zone>` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FieldRef {
     source: Source,
     index: u16,
-    offset_minutes: i16,
+    zone: LocalZone,
 }
 
 impl FieldRef {
@@ -179,17 +184,16 @@ impl FieldRef {
         self.index as usize
     }
 
-    /// The offset of a `date UTC±H[:MM]` field in minutes (0 for other fields).
-    pub fn offset_minutes(self) -> i32 {
-        i32::from(self.offset_minutes)
+    /// The zone of a local-date field ([`LocalZone::UTC`] for other fields).
+    pub fn zone(self) -> LocalZone {
+        self.zone
     }
 
-    /// The canonical name: the table's name, or `date UTC+05:30` for the local-date family.
+    /// The canonical name: the table's name, or `date UTC+05:30` / `date America/New_York`
+    /// (the database's spelling) for the local-date family.
     pub fn canonical_name(self) -> String {
         if self.field().is_local_date() {
-            let m = self.offset_minutes();
-            let sign = if m < 0 { '-' } else { '+' };
-            format!("date UTC{sign}{:02}:{:02}", m.abs() / 60, m.abs() % 60)
+            format!("date {}", self.zone.name())
         } else {
             self.field().name.to_string()
         }
@@ -197,22 +201,23 @@ impl FieldRef {
 }
 
 impl SourceSpec {
-    /// Resolves a field name as written in a request; `date UTC±H[:MM]` is parsed.
+    /// Resolves a field name as written in a request; `date UTC±H[:MM]` and
+    /// `date <IANA zone>` are parsed ([`LocalZone::parse`]).
     pub fn resolve(&self, name: &str) -> Option<FieldRef> {
-        let make = |index: usize, offset_minutes: i16| FieldRef {
+        let make = |index: usize, zone: LocalZone| FieldRef {
             source: self.source,
             index: index as u16,
-            offset_minutes,
+            zone,
         };
         if let Some(i) = self
             .fields
             .iter()
             .position(|f| f.name == name && !f.is_local_date())
         {
-            return Some(make(i, 0));
+            return Some(make(i, LocalZone::UTC));
         }
         let i = self.fields.iter().position(Field::is_local_date)?;
-        parse_utc_offset(name).map(|m| make(i, m))
+        LocalZone::parse(name.strip_prefix("date ")?).map(|z| make(i, z))
     }
 
     /// The field names a user can write in `role`'s place, for "did you mean".
@@ -236,35 +241,6 @@ impl SourceSpec {
             .iter()
             .find(|f| matches!(f.expr, Expr::Column(c) if c == column))
     }
-}
-
-/// Parses `date UTC±H[:MM]` into an offset in minutes within [−12:00, +14:00].
-fn parse_utc_offset(name: &str) -> Option<i16> {
-    let rest = name.strip_prefix("date UTC")?;
-    let (sign, rest) = match rest.as_bytes().first()? {
-        b'+' => (1i16, &rest[1..]),
-        b'-' => (-1i16, &rest[1..]),
-        _ => return None,
-    };
-    let (h, m) = match rest.split_once(':') {
-        Some((h, m)) => (h, Some(m)),
-        None => (rest, None),
-    };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
-    if !digits(h) || h.len() > 2 {
-        return None;
-    }
-    let h: i16 = h.parse().ok()?;
-    let m: i16 = match m {
-        Some(m) if m.len() == 2 && digits(m) => m.parse().ok()?,
-        Some(_) => return None,
-        None => 0,
-    };
-    if m > 59 {
-        return None;
-    }
-    let total = sign * (h * 60 + m);
-    (-12 * 60..=14 * 60).contains(&total).then_some(total)
 }
 
 impl Source {
@@ -374,7 +350,7 @@ const fn date(meaning: &'static str) -> Field {
 }
 const LOCAL_DATE: Field = dim(
     "date UTC±H[:MM]",
-    "date at a time-zone offset (`date UTC-8`, `date UTC+5:30`; offsets −12:00 to +14:00)",
+    "date at a time-zone offset (`date UTC-8`, `date UTC+5:30`; offsets −12:00 to +14:00) or in an IANA time zone, daylight saving time applied per instant (`date America/New_York`; extension)",
     ValueType::Date,
     Expr::LocalDate,
 );
@@ -711,23 +687,24 @@ mod tests {
     #[test]
     fn local_date_parsing() {
         let s = USER_DATA.resolve("date UTC-8").unwrap();
-        assert_eq!(s.offset_minutes(), -480);
+        assert_eq!(s.zone(), LocalZone::Fixed(-480));
         assert_eq!(s.canonical_name(), "date UTC-08:00");
         assert_eq!(
             USER_DATA.resolve("date UTC+05:30"),
             USER_DATA.resolve("date UTC+5:30")
         );
         assert_eq!(
-            USER_DATA.resolve("date UTC+14").unwrap().offset_minutes(),
-            840
+            USER_DATA.resolve("date UTC+14").unwrap().zone(),
+            LocalZone::Fixed(840)
         );
         assert_eq!(
-            USER_DATA
-                .resolve("date UTC-12:00")
-                .unwrap()
-                .offset_minutes(),
-            -720
+            USER_DATA.resolve("date UTC-12:00").unwrap().zone(),
+            LocalZone::Fixed(-720)
         );
+        let ny = USER_DATA.resolve("date america/new_york").unwrap();
+        assert_eq!(ny.canonical_name(), "date America/New_York");
+        assert_eq!(ny, USER_DATA.resolve("date America/New_York").unwrap());
+        assert_ne!(ny, USER_DATA.resolve("date America/Chicago").unwrap());
         for bad in [
             "date UTC+15",
             "date UTC-12:01",
@@ -736,6 +713,11 @@ mod tests {
             "date UTC8",
             "date UTC+123",
             "date utc-8",
+            "date America/Nowhere",
+            "date America/New_York ",
+            "date  America/New_York",
+            "dateAmerica/New_York",
+            "date UTC+08:00 America/New_York",
         ] {
             assert_eq!(USER_DATA.resolve(bad), None, "{bad}");
         }

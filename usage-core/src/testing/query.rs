@@ -60,6 +60,8 @@ pub struct Pool {
     pub ints: Vec<i64>,
     /// Offsets (minutes) for `date UTC±H[:MM]` fields.
     pub offsets: Vec<i32>,
+    /// IANA zones for `date <zone>` fields.
+    pub zones: Vec<&'static str>,
 }
 
 impl Default for Pool {
@@ -82,10 +84,28 @@ impl Default for Pool {
         Pool {
             text,
             other: s(&["x", "y", ""]),
-            first_day: Date::parse("2025-04-29").expect("date"),
+            // The days around the end of daylight saving time in Europe and the Levant
+            // (26 October 2025): local dates in those zones cross it.
+            first_day: Date::parse("2025-10-24").expect("date"),
             days: 4,
             ints: vec![0, 1, 2, 3, 5, 10],
             offsets: vec![0, -480, 330, 840, -720, 60, -90],
+            zones: vec![
+                // Fall back on 26 October 2025 (Dublin's winter time is its negative DST;
+                // Beirut's change is at midnight, Jerusalem's the Sunday's 02:00).
+                "Europe/Berlin",
+                "Europe/Dublin",
+                "Asia/Beirut",
+                "Asia/Jerusalem",
+                // No change in these days, at unusual offsets.
+                "America/New_York",
+                "Asia/Kathmandu",
+                "Pacific/Chatham",
+                "Australia/Lord_Howe",
+                "America/St_Johns",
+                "Pacific/Kiritimati",
+                "Etc/GMT+12",
+            ],
         }
     }
 }
@@ -114,10 +134,19 @@ impl Pool {
     }
 }
 
-/// The name a field is written with: its table name, or a `date UTC±H[:MM]` spelling.
+/// The name a field is written with: its table name, or a `date UTC±H[:MM]` or
+/// `date <IANA zone>` spelling.
 fn written(field: &Field, pool: &Pool, c: &mut Choices) -> String {
     if !field.is_local_date() {
         return field.name.to_string();
+    }
+    if !pool.zones.is_empty() && c.pick(2) == 0 {
+        let zone = *c.one(&pool.zones);
+        // Zone names are taken in any case.
+        return match c.pick(4) {
+            0 => format!("date {}", zone.to_lowercase()),
+            _ => format!("date {zone}"),
+        };
     }
     let m = *c.one(&pool.offsets);
     let sign = if m < 0 { '-' } else { '+' };

@@ -789,6 +789,9 @@ fn local_date_offsets_out_of_range_or_misspelt_are_unknown() {
         "date UTC8",
         "date utc-8",
         "date UTC+123",
+        "date America/Nowhere",
+        "date Mars/Olympus_Mons",
+        "date America/New_York/",
     ] {
         only_q(
             q_user(json!([sel(bad)])),
@@ -811,6 +814,17 @@ fn local_date_offsets_out_of_range_or_misspelt_are_unknown() {
             &[&format!("`{bad}`")],
         );
     }
+    for (good, name) in [
+        ("date America/New_York", "date America/New_York"),
+        ("date europe/berlin", "date Europe/Berlin"),
+        ("date UTC", "date UTC"),
+        ("date Etc/GMT+5", "date Etc/GMT+5"),
+        ("date Asia/Kolkata", "date Asia/Kolkata"),
+    ] {
+        let p = plan(q_user(json!([sel(good)])));
+        assert_eq!(p.selections[0].field.canonical_name(), name, "{good}");
+        assert_eq!(p.selections[0].alias, good.to_lowercase());
+    }
     for (good, minutes) in [
         ("date UTC+14", 840),
         ("date UTC-12", -720),
@@ -822,7 +836,11 @@ fn local_date_offsets_out_of_range_or_misspelt_are_unknown() {
         ("date UTC+05", 300),
     ] {
         let p = plan(q_user(json!([sel(good)])));
-        assert_eq!(p.selections[0].field.offset_minutes(), minutes, "{good}");
+        assert_eq!(
+            p.selections[0].field.zone(),
+            crate::zone::LocalZone::Fixed(minutes),
+            "{good}"
+        );
         assert_eq!(p.selections[0].alias, good.to_lowercase());
     }
     // Only the sources whose table lists `date UTC-x` have it.

@@ -14,6 +14,9 @@ pub trait Dialect: Sync {
     fn version_key(&self, expr: &str) -> String;
     /// Floor division of a 64-bit integer by a positive constant.
     fn floor_div(&self, expr: &str, divisor: i64) -> String;
+    /// The local date, as days since 1970-01-01, of the instant `micros` (microseconds since
+    /// 1970, not negative) in the IANA time zone named by the text parameter `zone`.
+    fn zoned_date(&self, micros: &str, zone: &str) -> String;
     /// `expr` equals any element of the text-array parameter `param`.
     fn any_text(&self, expr: &str, param: &str) -> String;
     /// Aggregates to text.
@@ -67,6 +70,14 @@ impl Dialect for Postgres {
     fn floor_div(&self, expr: &str, d: i64) -> String {
         // Integer floor division, exact for negative values too.
         format!("((({expr}) - (((({expr}) % {d}) + {d}) % {d})) / {d})")
+    }
+    fn zoned_date(&self, micros: &str, zone: &str) -> String {
+        // Whole seconds are exact through `to_timestamp` (a double), and a local midnight
+        // is a whole second in every zone, so the fraction cannot change the date.
+        format!(
+            "(((to_timestamp(({micros}) / 1000000) AT TIME ZONE ({zone})::text)::date \
+             - DATE '1970-01-01')::bigint)"
+        )
     }
     fn any_text(&self, expr: &str, param: &str) -> String {
         format!("{expr} = ANY({param}::text[])")

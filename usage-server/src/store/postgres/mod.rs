@@ -39,6 +39,8 @@ pub mod stats;
 mod teams;
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod zone_tests;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -9,6 +9,7 @@ use usage_core::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, TimeRange
 use usage_core::schema::records::{KINDS, RecordField, RecordKind, RecordType};
 use usage_core::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR};
+use usage_core::zone::{LocalZone, Zone};
 
 use super::dialect::{Dialect, Types};
 
@@ -340,6 +341,9 @@ struct Gen<'a> {
     params: Vec<Param>,
     kind: &'static RecordKind,
     join_users: bool,
+    /// The parameter of each IANA zone already named, so that a local date written twice
+    /// (selected, grouped, ordered) is one expression to the GROUP BY.
+    zones: Vec<(Zone, String)>,
 }
 
 impl<'a> Gen<'a> {
@@ -349,6 +353,7 @@ impl<'a> Gen<'a> {
             params: Vec::new(),
             kind: plan.source.spec().record,
             join_users: false,
+            zones: Vec::new(),
         }
     }
 
@@ -377,14 +382,23 @@ impl<'a> Gen<'a> {
             },
             Expr::Time => self.time_col(),
             Expr::UtcDate => self.date_of(&self.time_col()),
-            Expr::LocalDate => {
-                let shifted = format!(
-                    "{} + {}",
-                    self.time_col(),
-                    i64::from(f.offset_minutes()) * 60_000_000
-                );
-                self.date_of(&shifted)
-            }
+            Expr::LocalDate => match f.zone() {
+                LocalZone::Fixed(m) => {
+                    let shifted = format!("{} + {}", self.time_col(), i64::from(m) * 60_000_000);
+                    self.date_of(&shifted)
+                }
+                LocalZone::Iana(z) => {
+                    let zone = match self.zones.iter().find(|(x, _)| *x == z) {
+                        Some((_, p)) => p.clone(),
+                        None => {
+                            let p = self.param(Param::Text(z.name().to_string()));
+                            self.zones.push((z, p.clone()));
+                            p
+                        }
+                    };
+                    self.d.zoned_date(&self.time_col(), &zone)
+                }
+            },
             Expr::UserMetadata => {
                 self.join_users = true;
                 "u.email".to_string()
