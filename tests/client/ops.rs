@@ -190,6 +190,39 @@ async fn local_dates_group_and_default_aliases() {
 }
 
 #[tokio::test]
+async fn local_dates_in_iana_zones() {
+    let env = Env::seeded().await;
+    let q = ac::query()
+        .select(ac::num_acceptances().sum().alias("n"))
+        .select(ac::date_in("America/New_York").count())
+        .group_by(ac::date_in("Pacific/Kiritimati").group_by("day"))
+        .build()
+        .unwrap();
+    let res = env.client().analytics().query(q).send().await.unwrap();
+    // UTC+14: ana 05-01 10h and bob 11h -> 05-02, ana 05-02 10h and cy 05-03 09h -> 05-03.
+    assert_eq!(
+        table(&res, 0),
+        [
+            "n=8 count_date america/new_york=2 day=2025-05-02",
+            "n=11 count_date america/new_york=2 day=2025-05-03",
+        ]
+    );
+    // A zone outside the database is refused before sending, naming the field and the forms.
+    let err = ac::query()
+        .select(ac::date_in("America/Nowhere").select())
+        .build()
+        .unwrap_err();
+    let text = format!("{err:?}");
+    assert!(text.contains("UnknownField"), "{text}");
+    assert!(
+        text.contains("selections\", 1), Index(0), Key(\"field"),
+        "{text}"
+    );
+    assert!(text.contains("`date America/Nowhere`"), "{text}");
+    assert!(text.contains("`date <IANA time zone>`"), "{text}");
+}
+
+#[tokio::test]
 async fn autocomplete_raw_rows() {
     let env = Env::seeded().await;
     let q = ac::query()

@@ -182,7 +182,11 @@ impl Zone {
                 if s >= hi {
                     break;
                 }
-                push(s, i64::from(tr.offset().seconds()) * MICROS_PER_SECOND, &mut out);
+                push(
+                    s,
+                    i64::from(tr.offset().seconds()) * MICROS_PER_SECOND,
+                    &mut out,
+                );
             }
         }
         out.push((start, hi, offset));
@@ -199,8 +203,11 @@ impl Zone {
 fn jiff_offset(tz: &jiff::tz::TimeZone, t: i64) -> i64 {
     // jiff's instants end at 9999-12-30T22:00Z, a day before the service's; no zone
     // changes its offset in the last days of December, so the last instant stands in.
-    let ts = jiff::Timestamp::from_microsecond(t)
-        .unwrap_or(if t < 0 { jiff::Timestamp::MIN } else { jiff::Timestamp::MAX });
+    let ts = jiff::Timestamp::from_microsecond(t).unwrap_or(if t < 0 {
+        jiff::Timestamp::MIN
+    } else {
+        jiff::Timestamp::MAX
+    });
     i64::from(tz.to_offset(ts).seconds()) * MICROS_PER_SECOND
 }
 
@@ -235,6 +242,33 @@ impl LocalZone {
     /// The local date of instant `t` in this zone.
     pub fn local_date(self, t: Timestamp) -> Date {
         Date((t.0 + self.offset_at(t.0)).div_euclid(MICROS_PER_DAY) as i32)
+    }
+
+    /// The first instant whose local date in this zone is `d` or later: local midnight,
+    /// or the end of the gap where the clocks skip midnight (a zone that springs forward
+    /// at 00:00 starts that day at 01:00).
+    pub fn day_start(self, d: Date) -> Timestamp {
+        let midnight = i64::from(d.0) * MICROS_PER_DAY;
+        match self {
+            LocalZone::Fixed(_) => Timestamp(midnight - self.offset_at(midnight)),
+            LocalZone::Iana(z) => {
+                let (lo, hi) = (
+                    midnight - 2 * MAX_OFFSET_MICROS,
+                    midnight + 2 * MAX_OFFSET_MICROS,
+                );
+                // Within a span of offset `o`, the local date is `d` or later from
+                // `midnight - o` on.
+                let first = z
+                    .spans(lo, hi)
+                    .into_iter()
+                    .find_map(|(s, e, o)| {
+                        let c = (midnight - o).max(s);
+                        (c < e).then_some(c)
+                    })
+                    .unwrap_or(midnight);
+                Timestamp(first)
+            }
+        }
     }
 
     /// The zone as written after `date `: `UTC+05:30` or `America/New_York`.
@@ -318,7 +352,10 @@ mod tests {
         // Iran dropped daylight saving time in 2022 (release 2022b): +03:30 all year.
         assert!(database_version() >= "2022", "{}", database_version());
         let tehran = Zone::find("Asia/Tehran").unwrap();
-        assert_eq!(tehran.offset_at(ts("2026-07-01T00:00:00Z")), 3 * H + 30 * 60_000_000);
+        assert_eq!(
+            tehran.offset_at(ts("2026-07-01T00:00:00Z")),
+            3 * H + 30 * 60_000_000
+        );
     }
 
     /// Known transitions, written out from the zones' published rules.
@@ -339,7 +376,11 @@ mod tests {
         for &(name, at, before, after) in cases {
             let z = Zone::find(name).unwrap();
             let t = ts(at);
-            assert_eq!(z.offset_at(t - 1), before * 60_000_000, "{name} before {at}");
+            assert_eq!(
+                z.offset_at(t - 1),
+                before * 60_000_000,
+                "{name} before {at}"
+            );
             assert_eq!(z.offset_at(t), after * 60_000_000, "{name} at {at}");
             let spans = z.spans(t - H, t + H);
             assert_eq!(
@@ -355,7 +396,12 @@ mod tests {
 
     #[test]
     fn the_table_agrees_with_jiff_at_every_hour_and_beyond_2200() {
-        for name in ["America/New_York", "Asia/Kolkata", "Pacific/Chatham", "Africa/Casablanca"] {
+        for name in [
+            "America/New_York",
+            "Asia/Kolkata",
+            "Pacific/Chatham",
+            "Africa/Casablanca",
+        ] {
             let z = Zone::find(name).unwrap();
             // Every 7h 13m from 1970 to 2040, and around the table's end.
             let step = 7 * H + 13 * 60_000_000;
@@ -364,7 +410,12 @@ mod tests {
                 assert_eq!(z.offset_at(t), z.offset_by_jiff(t), "{name} {t}");
                 t += step;
             }
-            for t in [TABLE_END - 1, TABLE_END, ts("2200-07-01T00:00:00Z"), Timestamp::MAX.0] {
+            for t in [
+                TABLE_END - 1,
+                TABLE_END,
+                ts("2200-07-01T00:00:00Z"),
+                Timestamp::MAX.0,
+            ] {
                 assert_eq!(z.offset_at(t), z.offset_by_jiff(t), "{name} {t}");
             }
         }
@@ -391,6 +442,45 @@ mod tests {
     }
 
     #[test]
+    fn days_start_at_local_midnight_or_where_a_gap_ends() {
+        let zone = |n: &str| LocalZone::Iana(Zone::find(n).unwrap());
+        let d = |s: &str| Date::parse(s).unwrap();
+        let at = |s: &str| Timestamp::parse_rfc3339(s).unwrap();
+        let cases = [
+            (
+                zone("America/New_York"),
+                "2026-01-15",
+                "2026-01-15T05:00:00Z",
+            ),
+            (
+                zone("America/New_York"),
+                "2026-07-15",
+                "2026-07-15T04:00:00Z",
+            ),
+            // DST starts at 02:00: midnight exists, at the winter offset.
+            (
+                zone("America/New_York"),
+                "2026-03-08",
+                "2026-03-08T05:00:00Z",
+            ),
+            (zone("Asia/Kolkata"), "2026-03-08", "2026-03-07T18:30:00Z"),
+            // Beirut springs forward at 00:00: the day starts at 01:00 (UTC+3).
+            (zone("Asia/Beirut"), "2026-03-29", "2026-03-28T22:00:00Z"),
+            (LocalZone::Fixed(-480), "2026-03-08", "2026-03-08T08:00:00Z"),
+        ];
+        for (z, day, want) in cases {
+            let t = z.day_start(d(day));
+            assert_eq!(t, at(want), "{} {day}", z.name());
+            assert_eq!(z.local_date(t), d(day), "{} {day}", z.name());
+            assert!(
+                z.local_date(Timestamp(t.0 - 1)) < d(day),
+                "{} {day}",
+                z.name()
+            );
+        }
+    }
+
+    #[test]
     fn local_dates_cross_midnight_by_the_offset_of_the_instant() {
         let ny = LocalZone::Iana(Zone::find("America/New_York").unwrap());
         let d = |s: &str| Date::parse(s).unwrap();
@@ -402,6 +492,9 @@ mod tests {
         assert_eq!(ny.local_date(at("2026-07-15T04:00:00Z")), d("2026-07-15"));
         // A fixed offset does not move.
         let fixed = LocalZone::Fixed(-300);
-        assert_eq!(fixed.local_date(at("2026-07-15T04:30:00Z")), d("2026-07-14"));
+        assert_eq!(
+            fixed.local_date(at("2026-07-15T04:30:00Z")),
+            d("2026-07-14")
+        );
     }
 }

@@ -190,10 +190,7 @@ impl<'a> Access<'a> {
                     ..
                 },
                 FilterValue::Date(d),
-            ) if period == MICROS_PER_DAY =>
-            {
-                Some((i64::from(d.0), offset, period))
-            }
+            ) if period == MICROS_PER_DAY => Some((i64::from(d.0), offset, period)),
             _ => None,
         }
     }

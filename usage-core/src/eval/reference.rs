@@ -24,12 +24,12 @@ use crate::plan::{
 use crate::schema::records::{self, RecordKind};
 use crate::schema::{Agg, Expr, FieldRef, FilterOp, TeamStatus, ValueType};
 use crate::time::{Date, Timestamp};
-use crate::zone::LocalZone;
 use crate::wire::{
     AgentAnalyticsResponse, AgentLines, AgentLinesEntry, AgentQueryResult, AgentRunEntry,
     AgentRuns, AgentToolUsage, AgentToolUsageEntry, AnalyticsResponse, QueryResult,
     UserPageAnalyticsResponse, UserStats,
 };
+use crate::zone::LocalZone;
 
 /// A naive store: every record of every kind by identity, in a `BTreeMap` per kind. It
 /// applies batches that [`super::TeamData::prepare`] prepared.

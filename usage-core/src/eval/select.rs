@@ -288,7 +288,8 @@ pub(crate) fn zoned_day_range(op: FilterOp, c: i64, zone: Zone, unit: i64) -> Ra
         return zoned_day_range(FilterOp::Equal, c, zone, unit).complement();
     }
     let (w0, w1) = (
-        c.saturating_mul(MICROS_PER_DAY).saturating_sub(2 * MAX_OFFSET_MICROS),
+        c.saturating_mul(MICROS_PER_DAY)
+            .saturating_sub(2 * MAX_OFFSET_MICROS),
         (c.saturating_add(1))
             .saturating_mul(MICROS_PER_DAY)
             .saturating_add(2 * MAX_OFFSET_MICROS),

@@ -71,7 +71,8 @@ fn unknown_field(
     let hint = match name.strip_prefix("date ") {
         // A local date with a zone that is not one: name the forms, and the nearest zone.
         Some(zone) if local_date => {
-            let near = suggestion(zone, crate::zone::Zone::names()).replace("did you mean `", "did you mean `date ");
+            let near = suggestion(zone, crate::zone::Zone::names())
+                .replace("did you mean `", "did you mean `date ");
             format!(
                 "; a local date is `date UTC±H[:MM]` (−12:00 to +14:00) or `date <IANA time zone>` \
                  (`date America/New_York`){near}"

@@ -716,7 +716,7 @@ fn nested(spec: &'static ObjectSpec, name: &str) -> &'static ObjectSpec {
 }
 
 /// The names of a source's fields that satisfy `pred`: an enum, and for the
-/// `date UTC±H[:MM]` family, a pattern.
+/// `date UTC±H[:MM]` and `date <IANA zone>` family, patterns.
 fn field_names(s: &SourceSpec, pred: impl Fn(&usage_core::schema::Field) -> bool) -> Value {
     let names: Vec<&str> = s
         .fields
@@ -730,6 +730,11 @@ fn field_names(s: &SourceSpec, pred: impl Fn(&usage_core::schema::Field) -> bool
             "type": "string",
             "pattern": "^date UTC[+-][0-9]{1,2}(:[0-9]{2})?$",
             "description": "The date at an offset from UTC, −12:00 to +14:00 (`date UTC-8`, `date UTC+5:30`).",
+        }, {
+            "type": "string",
+            "pattern": "^date [A-Za-z][A-Za-z0-9_+/-]*$",
+            "description": "Extension: the date in an IANA time zone of the server's database, any case \
+                (`date America/New_York`), daylight saving time applied per instant.",
         }]})
     } else {
         names

@@ -27,6 +27,7 @@ use usage_core::schema::{Agg, Permission, Role, Source, ValueType};
 use usage_core::time::Date;
 use usage_core::wire::decode::decode;
 use usage_core::wire::{AnalyticsRequest, UserPageAnalyticsRequest};
+use usage_core::zone::LocalZone;
 use usage_core::{JsonPath, Rule, Violation, Violations, WireEnum, validate};
 use warp::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use warp::reply::Response;
@@ -77,7 +78,7 @@ impl Endpoint {
             Endpoint::Daily => &[
                 "start", "end", "source", "group_by", "tz", "limit", "cursor",
             ],
-            Endpoint::Activity => &["start", "end", "group", "limit", "cursor"],
+            Endpoint::Activity => &["start", "end", "group", "tz", "limit", "cursor"],
             Endpoint::Audit => &["limit", "cursor"],
         }
     }
@@ -157,7 +158,7 @@ impl Params {
     }
 
     /// `start` and `end`, days `YYYY-MM-DD`, `start <= end`.
-    fn days(&self) -> Result<(String, String), ApiError> {
+    fn days(&self) -> Result<(Date, Date), ApiError> {
         let day = |name: &str| -> Result<(String, Date), ApiError> {
             let v = self.required(name)?;
             Date::parse(v).map(|d| (v.to_string(), d)).ok_or_else(|| {
@@ -177,7 +178,30 @@ impl Params {
                 format!("`end` ({end}) is before `start` ({start})"),
             ));
         }
-        Ok((start, end))
+        Ok((s, e))
+    }
+
+    /// `tz`: `UTC` (the default), `UTC±H[:MM]` or an IANA zone name, any case.
+    fn zone(&self) -> Result<LocalZone, ApiError> {
+        // A `+` left unescaped in a query string reads as a space (`tz=UTC+8` is `UTC 8`):
+        // no zone name holds a space, so it is read back as the `+` the user meant.
+        let Some(tz) = self.get("tz").filter(|t| !t.is_empty()) else {
+            return Ok(LocalZone::UTC);
+        };
+        let tz = tz.replacen("UTC ", "UTC+", 1);
+        if tz == "UTC" {
+            return Ok(LocalZone::UTC);
+        }
+        LocalZone::parse(&tz).ok_or_else(|| {
+            bad(
+                "tz",
+                Rule::InvalidValue,
+                format!(
+                    "`{tz}` is no time zone: use UTC, an offset UTC±H[:MM] within −12:00 to \
+                     +14:00 (e.g. UTC-8) or an IANA zone name (e.g. America/New_York)"
+                ),
+            )
+        })
     }
 
     fn limit(&self) -> Result<usize, ApiError> {
@@ -392,24 +416,9 @@ async fn daily(
         })?;
     let spec = source.spec();
     let has = |name: &str| spec.fields.iter().any(|f| f.name == name);
-    // A `+` left unescaped in a query string reads as a space (`tz=UTC+8` is `UTC 8`): no
-    // zone holds a space, so it is read back as the `+` the user meant.
-    let tz = params
-        .get("tz")
-        .filter(|t| !t.is_empty())
-        .map(|t| t.replacen("UTC ", "UTC+", 1));
-    let date = match tz.as_deref() {
-        None | Some("UTC") => "date".to_string(),
-        Some(tz) if tz.starts_with("UTC+") || tz.starts_with("UTC-") => format!("date {tz}"),
-        Some(tz) => {
-            return Err(bad(
-                "tz",
-                Rule::InvalidValue,
-                format!(
-                    "`{tz}` is no time zone here; use UTC or an offset UTC±H[:MM] (e.g. UTC-8)"
-                ),
-            ));
-        }
+    let date = match params.zone()? {
+        LocalZone::Fixed(0) => "date".to_string(),
+        zone => format!("date {}", zone.name()),
     };
     let group = match params.get("group_by").filter(|g| !g.is_empty()) {
         None => None,
@@ -454,8 +463,8 @@ async fn daily(
         "selections": selections,
         "aggregations": aggregations,
         "filters": [
-            {"name": date, "filter": "QUERY_FILTER_GE", "value": start},
-            {"name": date, "filter": "QUERY_FILTER_LE", "value": end},
+            {"name": date, "filter": "QUERY_FILTER_GE", "value": start.to_iso()},
+            {"name": date, "filter": "QUERY_FILTER_LE", "value": end.to_iso()},
         ],
     }]});
     let d = decode::<AnalyticsRequest>(body.to_string().as_bytes())
@@ -489,12 +498,12 @@ async fn activity(
     params: &Params,
 ) -> Result<Vec<(Vec<String>, Value)>, ApiError> {
     let (start, end) = params.days()?;
-    let end_next = Date::parse(&end)
-        .map(|d| Date(d.0 + 1))
-        .ok_or_else(|| bad("end", Rule::InvalidValue, "`end` is no day"))?;
+    let zone = params.zone()?;
+    // The local days' first instants: from the start of `start` to the start of the day
+    // after `end`, in the zone.
     let mut body = json!({
-        "start_timestamp": format!("{start}T00:00:00Z"),
-        "end_timestamp": format!("{end_next}T00:00:00Z"),
+        "start_timestamp": zone.day_start(start).to_rfc3339(),
+        "end_timestamp": zone.day_start(Date(end.0 + 1)).to_rfc3339(),
     });
     if let Some(g) = params.get("group").filter(|g| !g.is_empty()) {
         body["group_name"] = json!(g);
@@ -533,6 +542,16 @@ pub(super) fn openapi_endpoints() -> Vec<super::openapi::Endpoint> {
     use super::openapi::{Endpoint as Doc, JSON, schema_ref};
     let param = |name: &str, required: bool, schema: Value, description: &str| json!({"name": name, "in": "query", "required": required, "schema": schema, "description": description});
     let day = json!({"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"});
+    let tz_param = || {
+        param(
+            "tz",
+            false,
+            json!({"type": "string", "pattern": "^(UTC([+-][0-9]{1,2}(:[0-9]{2})?)?|[A-Za-z][A-Za-z0-9_+/-]*)$"}),
+            "The zone of the days: UTC (the default), an offset UTC±H[:MM] (−12:00 to +14:00) \
+             or an IANA time zone name (America/New_York), daylight saving time applied per \
+             instant.",
+        )
+    };
     let paging = || {
         vec![
             param(
@@ -592,12 +611,7 @@ pub(super) fn openapi_endpoints() -> Vec<super::openapi::Endpoint> {
             json!({"type": "string", "enum": GROUPS.map(|(n, _)| n)}),
             "Rows per day and per this (`user`: the developer's api_key).",
         ),
-        param(
-            "tz",
-            false,
-            json!({"type": "string", "pattern": "^UTC([+-][0-9]{1,2}(:[0-9]{2})?)?$"}),
-            "The days' offset: UTC (the default) or UTC±H[:MM].",
-        ),
+        tz_param(),
     ];
     daily_params.extend(paging());
     let mut activity_params = vec![
@@ -610,6 +624,7 @@ pub(super) fn openapi_endpoints() -> Vec<super::openapi::Endpoint> {
             "Only this group's members (its name).",
         ),
     ];
+    activity_params.push(tz_param());
     activity_params.extend(paging());
     vec![
         Doc {

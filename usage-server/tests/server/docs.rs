@@ -18,6 +18,15 @@ const PAGES: &[(&str, &[&str])] = &[
         &["usage_store_records{kind=\"autocomplete\"}"],
     ),
     (
+        "time-zones.md",
+        &[
+            "\"day\":\"",
+            "\"chats\":\"",
+            "\"date\":\"",
+            "did you mean `date America/New_York`?",
+        ],
+    ),
+    (
         "api-v2.md",
         &[
             "\"next_cursor\":\"",

@@ -296,6 +296,139 @@ async fn tz_offsets_shift_the_days() {
     }
 }
 
+/// `tz` takes IANA zones, daylight saving time applied per instant, on every store: in
+/// New York the days of March and November 2025 start at 05:00 UTC before the change
+/// and at 04:00 UTC after it, where `UTC-5` keeps 05:00. `users/activity` asks for the
+/// zone's local days (a day of 25 hours in New York on 2 November).
+async fn iana_zones_follow_dst(store: TestStore) {
+    let env = Env::new(store).await;
+    let rec = |hour: &str, n: i64| {
+        json!({"api_key": "k-ana", "hour": hour, "language": "GO", "ide": "vscode",
+               "version": "1.0", "num_acceptances": n, "num_lines_accepted": 1,
+               "num_bytes_accepted": 1})
+    };
+    let data = json!([
+        // 23:00 on 8 March (EST) and 00:00 on the 9th (EST, DST starts at 07:00 UTC).
+        rec("2025-03-09T04:00:00Z", 1),
+        rec("2025-03-09T05:00:00Z", 2),
+        // 23:00 on 1 November (EDT) and 00:00 on the 2nd (EDT, ends at 06:00 UTC).
+        rec("2025-11-02T03:00:00Z", 4),
+        rec("2025-11-02T04:00:00Z", 8),
+    ]);
+    load(env.store.as_ref(), &env.team, &records::AUTOCOMPLETE, data).await;
+    let rows = |v: &Value| -> Vec<(String, String)> {
+        v["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v}"))
+            .iter()
+            .map(|r| {
+                (
+                    r["date"].as_str().unwrap().to_string(),
+                    r["num_acceptances"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    // March and November (the test data of every Env holds days in May).
+    let ranges = [
+        "/api/v2/usage/daily?start=2025-03-01&end=2025-03-31",
+        "/api/v2/usage/daily?start=2025-11-01&end=2025-11-30",
+    ];
+    let cases: [(&str, &[(&str, &str)]); 4] = [
+        (
+            "America/New_York",
+            &[
+                ("2025-03-08", "1"),
+                ("2025-03-09", "2"),
+                ("2025-11-01", "4"),
+                ("2025-11-02", "8"),
+            ],
+        ),
+        // Any case; the answer is the same.
+        (
+            "america/new_york",
+            &[
+                ("2025-03-08", "1"),
+                ("2025-03-09", "2"),
+                ("2025-11-01", "4"),
+                ("2025-11-02", "8"),
+            ],
+        ),
+        (
+            "UTC-5",
+            &[
+                ("2025-03-08", "1"),
+                ("2025-03-09", "2"),
+                ("2025-11-01", "12"),
+            ],
+        ),
+        (
+            "Europe/Berlin",
+            &[("2025-03-09", "3"), ("2025-11-02", "12")],
+        ),
+    ];
+    for (tz, want) in cases {
+        let mut got = Vec::new();
+        for base in ranges {
+            let (st, _, v) = get(&env, Some(&env.key), &format!("{base}&tz={tz}"), None).await;
+            assert_eq!(st, 200, "{tz}: {v}");
+            got.extend(rows(&v));
+        }
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(d, n)| (d.to_string(), n.to_string()))
+            .collect();
+        assert_eq!(got, want, "{tz}");
+    }
+
+    // A local day in New York: 2 November runs from 04:00 UTC to 05:00 UTC the next day
+    // (25 hours); in UTC from midnight to midnight.
+    let mut answers = Vec::new();
+    for (tz, start, end) in [
+        (
+            "America/New_York",
+            "2025-11-02T04:00:00Z",
+            "2025-11-03T05:00:00Z",
+        ),
+        ("UTC", "2025-11-02T00:00:00Z", "2025-11-03T00:00:00Z"),
+        (
+            "Pacific/Honolulu",
+            "2025-11-02T10:00:00Z",
+            "2025-11-03T10:00:00Z",
+        ),
+    ] {
+        let (st, _, v) = get(
+            &env,
+            Some(&env.key),
+            &format!("/api/v2/users/activity?start=2025-11-02&end=2025-11-02&tz={tz}"),
+            None,
+        )
+        .await;
+        assert_eq!(st, 200, "{tz}: {v}");
+        let r = env
+            .post(
+                "UserPageAnalytics",
+                json!({"start_timestamp": start, "end_timestamp": end}),
+            )
+            .await;
+        let want = r.ok()["userTableStats"].as_array().unwrap().clone();
+        assert_eq!(v["data"].as_array().unwrap(), &want, "{tz}");
+        answers.push(want);
+    }
+    // Ana was active on 2 November in New York and in UTC, not in Honolulu (UTC-10).
+    let ana_days: Vec<i64> = answers
+        .iter()
+        .map(|a| {
+            a.iter()
+                .find(|u| u["apiKey"] == "k-ana")
+                .and_then(|u| u["activeDays"].as_i64())
+                .unwrap_or(0)
+        })
+        .collect();
+    assert_eq!(ana_days, [1, 1, 0]);
+}
+on_every_store!(iana_zones_follow_dst);
+
 /// Bad parameters are 400s naming the parameter and the rule; other methods 405; unknown
 /// paths 404.
 #[tokio::test]
@@ -329,6 +462,21 @@ async fn bad_parameters_name_the_parameter() {
         ),
         (
             "/api/v2/usage/daily?start=2025-05-01&end=2025-05-02&tz=Mars",
+            "tz",
+            "invalid_value",
+        ),
+        (
+            "/api/v2/usage/daily?start=2025-05-01&end=2025-05-02&tz=America/Nowhere",
+            "tz",
+            "invalid_value",
+        ),
+        (
+            "/api/v2/usage/daily?start=2025-05-01&end=2025-05-02&tz=UTC%2B15",
+            "tz",
+            "invalid_value",
+        ),
+        (
+            "/api/v2/users/activity?start=2025-05-01&end=2025-05-02&tz=Europe/Nowhere",
             "tz",
             "invalid_value",
         ),

@@ -547,6 +547,10 @@ impl<'a> Gen<'a> {
     /// ([`combine`]: SUM, MIN, MAX, or COUNT for counts).
     fn plain_aggregate(&mut self, f: FieldRef, agg: Agg) -> (Out, Vec<(String, &'static str)>) {
         let field = f.field();
+        if agg == Agg::Count {
+            // No value is read: nothing of the field (nor a parameter of it) is written.
+            return (Out::Total, vec![("COUNT(*)".into(), "COUNT")]);
+        }
         let e = self.expr(f);
         let summand = if field.ty == ValueType::Bool {
             format!("CASE WHEN {e} THEN 1 ELSE 0 END")
@@ -554,7 +558,7 @@ impl<'a> Gen<'a> {
             format!("COALESCE({e}, 0)")
         };
         match agg {
-            Agg::Count => (Out::Total, vec![("COUNT(*)".into(), "COUNT")]),
+            Agg::Count => unreachable!("answered above"),
             Agg::Sum => (Out::Total, vec![(format!("SUM({summand})"), "SUM")]),
             Agg::Avg => (
                 Out::Avg,

@@ -16,9 +16,9 @@ use usage_core::time::{Date, MICROS_PER_HOUR, Timestamp};
 use usage_core::wire::AnalyticsRequest;
 use usage_core::wire::decode::decode;
 
+use super::PgStore;
 use super::cache::CacheConfig;
 use super::tests::{Schema, base_url, new_team};
-use super::PgStore;
 use crate::store::RecordStore;
 
 const ZONES: &[&str] = &[
