@@ -272,7 +272,7 @@
         { text: String(u.teamStatus || "").replace("USER_TEAM_STATUS_", "").toLowerCase() },
       ]),
     );
-    document.querySelectorAll("#table-users th").forEach((th) => {
+    document.querySelectorAll("#table-users thead th").forEach((th) => {
       const b = th.querySelector("button");
       th.setAttribute("aria-sort", b && b.dataset.sort === sort.key ? sort.dir : "none");
     });
@@ -329,6 +329,7 @@
         const pct = ((100 * r.n) / total).toFixed(1) + "%";
         meter.setAttribute("aria-label", r.name + ": " + pct);
         const wrap = document.createElement("span");
+        wrap.className = "share";
         wrap.append(meter, " " + pct);
         return [{ text: r.name }, { text: fmt.format(r.n), value: r.n, num: true }, { text: pct, node: wrap }];
       }),
@@ -376,7 +377,8 @@
     const [chats] = byDay(q[3], days, ["chats"]);
     const [commands, accepted] = byDay(q[4], days, ["commands", "accepted"]);
     setFigure("chats", sumOf(chats), fmt.format(sumOf(chats)));
-    setFigure("commands", sumOf(commands), fmt.format(sumOf(commands)) + " (" + fmt.format(sumOf(accepted)) + " accepted)");
+    setFigure("commands", sumOf(commands), fmt.format(sumOf(commands)));
+    setFigure("accepted-commands", sumOf(accepted), fmt.format(sumOf(accepted)));
     drawChart("chart-activity", days, [
       { label: "Chat messages", values: chats },
       { label: "Commands", values: commands },
