@@ -87,6 +87,22 @@ async fn dashboard_files_are_served_with_strict_headers() {
     assert!(
         usage_server::http::dashboard::CSP.starts_with("default-src 'self'; script-src 'self';")
     );
+    // The metrics count the files under one label: 7 GETs and 7 HEADs.
+    let metrics = env
+        .client
+        .get(env.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "usage_http_requests_total{operation=\"dashboard\",status=\"200\"} 14"),
+        "{metrics}"
+    );
     // Other methods: 405 with the methods the path takes, in the contract's error body.
     for m in [
         reqwest::Method::POST,
