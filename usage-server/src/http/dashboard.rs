@@ -96,7 +96,10 @@ pub(super) fn response(asset: &Asset, method: &Method) -> Result<Response, ApiEr
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     Ok(res)
 }
@@ -113,7 +116,13 @@ mod tests {
             asset("/dashboard/app.js").map(|a| a.content_type),
             Some("text/javascript; charset=utf-8")
         );
-        for p in ["/dashboard/", "/Dashboard", "/dashboard/nope.js", "/app.js", ""] {
+        for p in [
+            "/dashboard/",
+            "/Dashboard",
+            "/dashboard/nope.js",
+            "/app.js",
+            "",
+        ] {
             assert!(asset(p).is_none(), "{p}");
         }
     }
@@ -130,7 +139,9 @@ mod tests {
             assert!(asset(css).is_some());
         }
         // No inline script or style (the CSP would block them) and nothing remote.
-        assert!(!page.contains("<script>") && !page.contains("<style") && !page.contains(" style="));
+        assert!(
+            !page.contains("<script>") && !page.contains("<style") && !page.contains(" style=")
+        );
         assert!(!page.contains("http://") && !page.contains("https://"));
     }
 }

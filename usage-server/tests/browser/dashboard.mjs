@@ -99,6 +99,11 @@ try {
   out.users = await rows("#table-users");
   out.users_sort = await page.$$eval("#table-users thead th", (ths) => ths.map((th) => th.getAttribute("aria-sort")));
 
+  // The screenshots without a focus ring, scrolled to the top.
+  await page.evaluate(() => {
+    document.activeElement && document.activeElement.blur();
+    window.scrollTo(0, 0);
+  });
   await page.screenshot({ path: join(outDir, "dashboard.png") });
   await page.screenshot({ path: join(outDir, "dashboard-full.png"), fullPage: true });
 

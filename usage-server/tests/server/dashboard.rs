@@ -56,7 +56,11 @@ async fn dashboard_files_are_served_with_strict_headers() {
             "text/javascript; charset=utf-8",
             "/*! https://github.com/leeoniya/uPlot (v1.6.32) */",
         ),
-        ("/dashboard/uPlot.min.css", "text/css; charset=utf-8", ".uplot"),
+        (
+            "/dashboard/uPlot.min.css",
+            "text/css; charset=utf-8",
+            ".uplot",
+        ),
         (
             "/dashboard/uPlot.LICENSE.txt",
             "text/plain; charset=utf-8",
@@ -112,19 +116,17 @@ async fn dashboard_files_are_served_with_strict_headers() {
         reqwest::Method::OPTIONS,
     ] {
         for path in ["/", "/dashboard", "/dashboard/app.js"] {
-            let r = env
-                .send(env.client.request(m.clone(), env.url(path)))
-                .await;
+            let r = env.send(env.client.request(m.clone(), env.url(path))).await;
             r.error(405, "method_not_allowed");
             assert_eq!(r.headers["allow"], "GET, HEAD", "{m} {path}");
         }
     }
     // Methods the router does not route get the same Allow from the guard.
     let r = env
-        .send(
-            env.client
-                .request(reqwest::Method::from_bytes(b"FROB").unwrap(), env.url("/dashboard")),
-        )
+        .send(env.client.request(
+            reqwest::Method::from_bytes(b"FROB").unwrap(),
+            env.url("/dashboard"),
+        ))
         .await;
     r.error(405, "method_not_allowed");
     assert_eq!(r.headers["allow"], "GET, HEAD");
@@ -138,9 +140,7 @@ async fn dashboard_files_are_served_with_strict_headers() {
         "/app.js",
     ] {
         for m in [reqwest::Method::GET, reqwest::Method::POST] {
-            let r = env
-                .send(env.client.request(m.clone(), env.url(path)))
-                .await;
+            let r = env.send(env.client.request(m.clone(), env.url(path))).await;
             r.error(404, "not_found");
         }
     }
@@ -323,7 +323,9 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
     let today = Timestamp::now().date();
     let start = Date(today.0 - DAYS + 1).to_iso();
     let end = today.to_iso();
-    let days: Vec<String> = (0..DAYS).map(|i| Date(today.0 - DAYS + 1 + i).to_iso()).collect();
+    let days: Vec<String> = (0..DAYS)
+        .map(|i| Date(today.0 - DAYS + 1 + i).to_iso())
+        .collect();
 
     let out = output_dir();
     let _ = std::fs::remove_dir_all(&out);
@@ -339,8 +341,8 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
         "the browser script failed: {}\n{stdout}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let page: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let page: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
 
     // The page loaded everything, without errors, within its CSP.
     assert_eq!(page["status"], 200);
@@ -376,7 +378,11 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
             .map(|r| {
                 let url = r["url"].as_str().unwrap();
                 let path = url.strip_prefix(&base).unwrap();
-                format!("{} {}", r["method"].as_str().unwrap(), path.split('?').next().unwrap())
+                format!(
+                    "{} {}",
+                    r["method"].as_str().unwrap(),
+                    path.split('?').next().unwrap()
+                )
             })
             .collect::<Vec<_>>(),
         [
@@ -386,7 +392,10 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
             "POST /api/v1/GetTeamCreditBalance",
         ]
     );
-    assert!(api_calls.iter().all(|r| r["bearer"] == true), "{api_calls:?}");
+    assert!(
+        api_calls.iter().all(|r| r["bearer"] == true),
+        "{api_calls:?}"
+    );
     for r in requests {
         assert!(
             !r["url"].as_str().unwrap().contains(&key),
@@ -403,12 +412,8 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
         {"name": "date", "filter": "QUERY_FILTER_GE", "value": start},
         {"name": "date", "filter": "QUERY_FILTER_LE", "value": end},
     ]);
-    let sum = |field: &str, name: &str| {
-        json!({"field": field, "aggregation_function": "QUERY_AGGREGATION_SUM", "name": name})
-    };
-    let count = |field: &str, name: &str| {
-        json!({"field": field, "aggregation_function": "QUERY_AGGREGATION_COUNT", "name": name})
-    };
+    let sum = |field: &str, name: &str| json!({"field": field, "aggregation_function": "QUERY_AGGREGATION_SUM", "name": name});
+    let count = |field: &str, name: &str| json!({"field": field, "aggregation_function": "QUERY_AGGREGATION_COUNT", "name": name});
     let q = |source: &str, selections: Value, aggregations: Value| {
         json!({"data_source": source, "selections": selections, "filters": date_range,
                "aggregations": aggregations})

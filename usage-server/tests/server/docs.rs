@@ -18,6 +18,15 @@ const PAGES: &[(&str, &[&str])] = &[
         &["usage_store_records{kind=\"autocomplete\"}"],
     ),
     (
+        "dashboard.md",
+        &[
+            "{\"acceptances\":\"",
+            "\"activeDays\":",
+            "\"numSeats\":240",
+            "content-security-policy: default-src 'self'",
+        ],
+    ),
+    (
         "api-v2.md",
         &[
             "\"next_cursor\":\"",
