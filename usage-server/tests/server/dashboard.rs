@@ -211,14 +211,36 @@ impl Demo {
     }
 }
 
+/// Whether the browser test runs with Chromium present or not and the `CI` variable:
+/// `false` (skip) only without Chromium outside CI; without it under CI, a failure.
+fn may_run(chromium: bool, ci: Option<&str>) -> bool {
+    let ci = ci.is_some_and(|v| !v.is_empty() && v != "0" && v != "false");
+    assert!(
+        chromium || !ci,
+        "{CHROMIUM} is missing under CI: .ci/run installs Debian's chromium before the tests"
+    );
+    chromium
+}
+
+#[test]
+fn the_browser_test_skips_only_without_chromium_outside_ci() {
+    assert!(may_run(true, None));
+    assert!(may_run(true, Some("true")));
+    assert!(!may_run(false, None));
+    assert!(!may_run(false, Some("")));
+    assert!(!may_run(false, Some("false")));
+    for ci in ["true", "1"] {
+        let failed = std::panic::catch_unwind(|| may_run(false, Some(ci)));
+        assert!(failed.is_err(), "CI={ci}");
+    }
+}
+
 /// Whether the browser test can run; `None` (skip) only without Chromium outside CI.
 fn browser_prerequisites() -> Option<PathBuf> {
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    if !Path::new(CHROMIUM).exists() {
-        assert!(
-            !ci,
-            "{CHROMIUM} is missing under CI: .ci/run installs Debian's chromium before the tests"
-        );
+    if !may_run(
+        Path::new(CHROMIUM).exists(),
+        std::env::var("CI").ok().as_deref(),
+    ) {
         eprintln!(
             "SKIPPED dashboard_in_a_browser: {CHROMIUM} is not installed (apt-get install -y chromium); \
              under CI=true this fails"
