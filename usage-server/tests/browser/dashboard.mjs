@@ -127,6 +127,25 @@ try {
   out.page_url = page.url();
   out.csp_violations = await page.evaluate(() => window.__csp);
 
+  // One group: type its name in the group field, Enter reloads.
+  await page.focus("#group");
+  await page.keyboard.type("engineering");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(
+    () => ["ready", "error"].includes(document.body.dataset.state) && document.querySelector("#status").textContent.includes("engineering"),
+    null,
+    { timeout: 30000 },
+  );
+  out.group = {
+    state: await page.getAttribute("body", "data-state"),
+    status_text: await page.textContent("#status"),
+    figures: await figures(),
+    users: (await rows("#table-users")).length,
+  };
+  await page.fill("#group", "");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => document.querySelector("#status").textContent.includes("whole team"), null, { timeout: 30000 });
+
   // Phone width: no horizontal scrolling of the page, the figures still there.
   await page.setViewportSize({ width: 390, height: 844 });
   await page.waitForTimeout(300);
@@ -136,6 +155,23 @@ try {
     cards: document.querySelectorAll("[data-figure]").length,
   }));
   await page.screenshot({ path: join(outDir, "dashboard-phone.png") });
+
+  // A wrong key: refused, forgotten, and said so.
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.click("#forget");
+  out.after_forget = {
+    state: await page.getAttribute("body", "data-state"),
+    session: await page.evaluate(() => sessionStorage.length),
+  };
+  await page.focus("#key");
+  await page.keyboard.type("usk_not_a_key");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => document.body.dataset.state === "error", null, { timeout: 30000 });
+  out.wrong_key = {
+    status_text: await page.textContent("#status"),
+    session: await page.evaluate(() => sessionStorage.length),
+    focused: await page.evaluate(() => document.activeElement && document.activeElement.id),
+  };
   await context.close();
 } finally {
   await browser.close();

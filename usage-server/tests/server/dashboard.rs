@@ -376,7 +376,10 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
     );
     assert_eq!((&page["start"], &page["end"]), (&json!(start), &json!(end)));
     assert_eq!(page["page_errors"], json!([]));
-    assert_eq!(page["console_errors"], json!([]));
+    // The only console errors are the browser's notes of the wrong key's four 401s.
+    let refused =
+        "Failed to load resource: the server responded with a status of 401 (Unauthorized)";
+    assert_eq!(page["console_errors"], json!(vec![refused; 4]));
     assert_eq!(page["csp_violations"], json!([]));
     assert_eq!(
         page["charts"],
@@ -407,16 +410,29 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
                 )
             })
             .collect::<Vec<_>>(),
+        // Four loads of four calls: the period, the group, the whole team again, then
+        // the wrong key.
         [
             "POST /api/v1/Analytics",
             "GET /api/v2/users/activity",
             "POST /api/v1/GetUsageConfig",
             "POST /api/v1/GetTeamCreditBalance",
         ]
+        .repeat(4)
     );
-    assert!(
-        api_calls.iter().all(|r| r["bearer"] == true),
-        "{api_calls:?}"
+    // The key goes as `Authorization: Bearer <key>` in each call but the wrong key's.
+    assert_eq!(
+        api_calls
+            .iter()
+            .map(|r| r["bearer"].as_bool().unwrap())
+            .collect::<Vec<_>>(),
+        [[true; 12].as_slice(), &[false; 4]].concat()
+    );
+    assert_eq!(
+        api_calls[5]["url"],
+        format!(
+            "{base}/api/v2/users/activity?start={start}&end={end}&group=engineering&limit=1000"
+        )
     );
     for r in requests {
         assert!(
@@ -564,6 +580,60 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
     emails.reverse();
     assert_eq!(page["users_sort_email_again"], "descending");
     assert_eq!(page["users_by_email_desc"], json!(emails));
+
+    // One group: the page's totals are the group's.
+    let group = api(
+        &base,
+        &key,
+        "Analytics",
+        json!({"group_name": "engineering", "query_requests": [
+            q("QUERY_DATA_SOURCE_USER_DATA", json!([sum("num_acceptances", "a")]), json!([])),
+            q("QUERY_DATA_SOURCE_AGENT_DATA", json!([count("agent_id", "r")]), json!([])),
+        ]}),
+    )
+    .await;
+    let g = &page["group"];
+    assert_eq!(g["state"], "ready", "{}", g["status_text"]);
+    assert_eq!(
+        g["status_text"],
+        format!("Showing {start} to {end} for group engineering.")
+    );
+    let group_acceptances = int(&items(&group, 0)[0]["a"]);
+    assert!(0 < group_acceptances && group_acceptances < t(0, "a"));
+    assert_eq!(
+        g["figures"]["acceptances"]["value"],
+        group_acceptances.to_string()
+    );
+    assert_eq!(
+        g["figures"]["runs"]["value"],
+        int(&items(&group, 1)[0]["r"]).to_string()
+    );
+    let members = api(
+        &base,
+        &key,
+        "UserPageAnalytics",
+        json!({"group_name": "engineering"}),
+    )
+    .await["userTableStats"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(members > 0 && members < usage_server::demo::DEMO_USERS);
+    assert_eq!(g["users"], members);
+
+    // A wrong key is refused, forgotten, and the focus goes back to the key field.
+    assert_eq!(
+        page["after_forget"],
+        json!({"state": "locked", "session": 0})
+    );
+    assert_eq!(
+        page["wrong_key"],
+        json!({
+            "status_text": "The service key was refused (unauthenticated); enter a valid key.",
+            "session": 0,
+            "focused": "key",
+        })
+    );
 
     // The cap and the balance.
     assert_eq!(
