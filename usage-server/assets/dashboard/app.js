@@ -219,14 +219,14 @@
       ),
       axes: [
         {},
-        { scale: "y", label: series[0].label + (twoScales ? "" : ""), size: 60 },
+        // With two scales each axis is named after its line; with one, the legend names them.
+        { scale: "y", label: twoScales ? series[0].label : "", size: 60 },
       ].concat(
         twoScales
           ? [{ scale: "y2", side: 1, grid: { show: false }, label: series[1].label, size: 60 }]
           : [],
       ),
     });
-    if (!twoScales) opts.axes[1].label = "";
     const data = [xs].concat(series.map((s) => s.values));
     const chart = new window.uPlot(opts, data, el);
     charts.set(id, chart);
