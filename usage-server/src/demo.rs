@@ -440,6 +440,12 @@ pub fn curl(addr: SocketAddr, service_key: &str) -> String {
     )
 }
 
+/// The dashboard's address on the server at `addr` (the page asks for the key; it is not
+/// part of the URL).
+pub fn dashboard_url(addr: SocketAddr) -> String {
+    format!("http://{addr}/dashboard")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -552,6 +552,7 @@ async fn serve(store: Arc<dyn Store>, args: ServeArgs) -> Result<(), Failure> {
     if let Some(key) = demo {
         line["service_key"] = json!(key);
         line["curl"] = json!(crate::demo::curl(addr, &key));
+        line["dashboard"] = json!(crate::demo::dashboard_url(addr));
     }
     {
         use std::io::Write;

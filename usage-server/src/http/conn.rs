@@ -205,6 +205,7 @@ fn refused_before_routing(req: &Request<Incoming>) -> Option<ApiError> {
         let path = req.uri().path();
         let allow = if matches!(path, "/healthz" | "/metrics" | super::openapi::PATH)
             || path.starts_with("/api/v2/")
+            || super::dashboard::asset(path).is_some()
         {
             "GET, HEAD"
         } else {

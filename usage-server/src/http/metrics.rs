@@ -2,8 +2,8 @@
 //! encoded by the `prometheus-client` crate), for an operator's scraper.
 //!
 //! - `usage_http_requests_total{operation, status}`: answered requests. `operation` is the
-//!   operation's name, `healthz`, `metrics`, `openapi` or `-` (any other path, so that
-//!   made-up paths cannot grow the label set).
+//!   operation's name, `healthz`, `metrics`, `openapi`, `dashboard` (the dashboard's
+//!   files) or `-` (any other path, so that made-up paths cannot grow the label set).
 //! - `usage_http_request_duration_seconds{operation}`: a histogram of the same requests'
 //!   time from the first byte read to the answer.
 //! - `usage_rate_limited_total{operation}`: requests refused with 429.

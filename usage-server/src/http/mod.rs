@@ -3,9 +3,11 @@
 //!
 //! Every request goes through `handle`: path (404) → method (405) → size (413) →
 //! `Content-Type` (415) → JSON syntax and kinds (400) → key (401) → rate (429) →
-//! permission (403) → validation (400) → names (404). The operations are in `ops`.
+//! permission (403) → validation (400) → names (404). The operations are in `ops`; the
+//! static dashboard of `GET /` and `GET /dashboard` is in `dashboard`.
 
 mod conn;
+pub mod dashboard;
 pub mod metrics;
 pub mod openapi;
 mod ops;
@@ -296,6 +298,7 @@ fn endpoint_label(op: Option<Op>, path: &str) -> &'static str {
         (None, "/healthz") => "healthz",
         (None, "/metrics") => "metrics",
         (None, "/openapi.json") => "openapi",
+        (None, p) if dashboard::asset(p).is_some() => "dashboard",
         (None, p) => v2::label(p).unwrap_or("-"),
     }
 }
@@ -346,6 +349,15 @@ where
     }
     if path.starts_with("/api/v2/") {
         return v2::route(app, method, path, query, headers, cx).await;
+    }
+    if let Some(asset) = dashboard::asset(path) {
+        return dashboard::response(asset, method);
+    }
+    if path.starts_with("/dashboard/") {
+        return Err(ApiError::new(
+            Code::NotFound,
+            format!("no dashboard file at `{path}`; the dashboard is GET /dashboard"),
+        ));
     }
     if path == openapi::PATH {
         if method != Method::GET && method != Method::HEAD {

@@ -27,6 +27,15 @@ const PAGES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "dashboard.md",
+        &[
+            "{\"acceptances\":\"",
+            "\"activeDays\":",
+            "\"numSeats\":240",
+            "content-security-policy: default-src 'self'",
+        ],
+    ),
+    (
         "api-v2.md",
         &[
             "\"next_cursor\":\"",

@@ -14,7 +14,6 @@ async fn paths_and_methods(kind: TestStore) {
         "/api/v1/analytics",
         "/api/v1/Analytics/",
         "/api/v2/Analytics",
-        "/",
         "/api/v1/",
         "/healthz/",
     ] {
@@ -44,9 +43,12 @@ async fn paths_and_methods(kind: TestStore) {
         r.error(405, "method_not_allowed");
         assert_eq!(r.headers["allow"], "POST");
     }
-    let r = env.send(env.client.post(env.url("/healthz"))).await;
-    r.error(405, "method_not_allowed");
-    assert_eq!(r.headers["allow"], "GET, HEAD");
+    // `/healthz` and the dashboard's page (`/`, `/dashboard`) take GET and HEAD.
+    for path in ["/healthz", "/", "/dashboard"] {
+        let r = env.send(env.client.post(env.url(path))).await;
+        r.error(405, "method_not_allowed");
+        assert_eq!(r.headers["allow"], "GET, HEAD");
+    }
     let r = env.send(env.client.get(env.url("/healthz"))).await;
     assert_eq!(r.ok(), &json!({"status": "ok", "unreadable_records": 0}));
     // A query string is ignored.

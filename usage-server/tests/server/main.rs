@@ -3,13 +3,14 @@
 //! and PostgreSQL, as `module::test::memory`, `::sqlite` and `::postgres`
 //! ([`on_every_store!`]); `fidelity` runs on every store itself; `roundtrip` sends values at
 //! the edges through `Ingest` and a restart on every store; `process` and `cli` run the
-//! real binary.
+//! real binary; `dashboard` runs the dashboard of `serve --demo` in headless Chromium.
 
 #[macro_use]
 mod common;
 
 mod cli;
 mod crash;
+mod dashboard;
 mod docs;
 mod errors;
 mod export;

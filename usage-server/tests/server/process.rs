@@ -316,6 +316,28 @@ async fn serve_demo_prints_a_working_curl_command() {
     let curl = s.line["curl"].as_str().unwrap().to_string();
     let key = s.line["service_key"].as_str().unwrap().to_string();
     assert!(key.starts_with("usk_") && curl.contains(&key));
+    // Beside it, the dashboard's address (without the key: the page asks for it).
+    assert_eq!(s.line["dashboard"], format!("{}/dashboard", s.base));
+    let page = reqwest::get(s.line["dashboard"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains("<title>Usage dashboard</title>")
+    );
+    let mut fields: Vec<&str> = s
+        .line
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(fields, ["curl", "dashboard", "listen", "service_key"]);
     // Run the printed command's request: its URL and its -d body.
     let url = curl
         .split_whitespace()

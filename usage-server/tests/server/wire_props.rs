@@ -546,7 +546,7 @@ fn path() -> impl Strategy<Value = String> {
         4 => op().prop_map(|op| format!("/api/v1/{op}")),
         1 => Just("/healthz".to_string()),
         1 => prop::sample::select(
-            &["/api/v1/Nope", "/healthz", "/", "/healthz/", "/api/v1", "/api/v1/", "//api/v1/Analytics", "/api/v1//Analytics", "/openapi.json", "/openapi.json/", "/OpenApi.json"][..]
+            &["/api/v1/Nope", "/healthz", "/", "/dashboard", "/dashboard/app.js", "/dashboard/", "/dashboard/nope.js", "/healthz/", "/api/v1", "/api/v1/", "//api/v1/Analytics", "/api/v1//Analytics", "/openapi.json", "/openapi.json/", "/OpenApi.json"][..]
         )
         .prop_map(str::to_string),
         1 => op().prop_map(|op| format!("/api/v1/{op}/")),
@@ -589,12 +589,16 @@ enum Expect {
     Healthy,
     /// `GET`/`HEAD /openapi.json`.
     Document,
+    /// `GET`/`HEAD` of a dashboard file (`/`, `/dashboard`, `/dashboard/app.js`, ...): its
+    /// `Content-Type`.
+    Page(&'static str),
     /// A contract error: status, code, and the `Allow` of a 405.
     Error(u16, &'static str, Option<&'static str>),
 }
 
 fn expect(method: &str, path: &str) -> Expect {
-    let allow = if path == "/healthz" || path == "/openapi.json" {
+    let page = usage_server::http::dashboard::asset(path);
+    let allow = if path == "/healthz" || path == "/openapi.json" || page.is_some() {
         "GET, HEAD"
     } else {
         "POST"
@@ -605,6 +609,13 @@ fn expect(method: &str, path: &str) -> Expect {
     if path == "/openapi.json" {
         return if matches!(method, "GET" | "HEAD") {
             Expect::Document
+        } else {
+            Expect::Error(405, "method_not_allowed", Some(allow))
+        };
+    }
+    if let Some(page) = page {
+        return if matches!(method, "GET" | "HEAD") {
+            Expect::Page(page.content_type)
         } else {
             Expect::Error(405, "method_not_allowed", Some(allow))
         };
@@ -660,10 +671,21 @@ fn methods_and_targets_never_fail_the_server(kind: TestStore) {
                 return bare(&a, status);
             }
         };
+        let expected = expect(&method, &path);
+        if let Expect::Page(content_type) = expected {
+            // An HTML, script or style file, not JSON.
+            tally.add(format!("page {}{}", a.status, if wire.head { " to HEAD" } else { "" }));
+            prop_assert_eq!(a.status, 200, "{} {}: {}", method, target_text, a.text());
+            prop_assert_eq!(a.header("content-type"), Some(content_type));
+            prop_assert_eq!(a.header("x-content-type-options"), Some("nosniff"));
+            prop_assert!(a.header("x-request-id").is_some_and(|r| valid_request_id(r.as_bytes())));
+            prop_assert_eq!(a.body.is_empty(), wire.head);
+            return Ok(());
+        }
         shaped(&a, wire.head)?;
         tally.add(format!("{}{}", a.status, if wire.head { " to HEAD" } else { "" }));
         let body = a.json();
-        match expect(&method, &path) {
+        match expected {
             Expect::Op(op) if with_body => {
                 let reference = s.reference(op, &s.valid_body(op), &[])?;
                 prop_assert_eq!(reference.status, 200, "{}", reference.text());
@@ -679,6 +701,7 @@ fn methods_and_targets_never_fail_the_server(kind: TestStore) {
                     prop_assert_eq!(body, serde_json::json!({"status": "ok", "unreadable_records": 0}));
                 }
             }
+            Expect::Page(_) => unreachable!("answered above"),
             Expect::Document => {
                 prop_assert_eq!(a.status, 200, "{}", a.text());
                 if !wire.head {
