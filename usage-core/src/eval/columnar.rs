@@ -27,8 +27,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::answer::{item, metadata};
 use super::select::{
-    Bitmap, Pred, RangeSet, Sel, key_range, scan, select, text_pred, time_range_pred,
-    zoned_day_range,
+    Bitmap, Pred, RangeSet, Sel, instant_set, key_range, scan, select, text_pred, time_range_pred,
 };
 use super::store::{Column, Packed, Table};
 use super::value::{Value, average, passes, pcw_value};
@@ -217,32 +216,6 @@ impl<'a> Access<'a> {
                 return Some(Pred::Codes(&col.data, pass));
             }
             Access::None => return (!passes(&Value::Null, test, ty)).then_some(Pred::Never),
-            Access::Bucket {
-                col,
-                period: MICROS_PER_DAY,
-                zone: Some(zone),
-                ..
-            } => {
-                // A local date in an IANA zone is not monotone in the instant (a zone may
-                // fall back across midnight): the set is built span by span.
-                let day = |fv: &FilterValue| match fv {
-                    FilterValue::Date(d) => Some(i64::from(d.0)),
-                    _ => None,
-                };
-                let set = match test {
-                    FilterTest::Compare(op, fv) => match day(fv) {
-                        Some(c) => zoned_day_range(*op, c, zone, col.unit),
-                        None if op.accepts(Ordering::Less) => RangeSet::full(),
-                        None => RangeSet::empty(),
-                    },
-                    FilterTest::AnyOf(values) => values
-                        .iter()
-                        .filter_map(day)
-                        .map(|c| zoned_day_range(FilterOp::Equal, c, zone, col.unit))
-                        .fold(RangeSet::empty(), RangeSet::union),
-                };
-                return Some(Pred::Ranges(&col.data, set));
-            }
             Access::Int(col) | Access::Instant(col) | Access::Bucket { col, .. } => col,
         };
         let set = match test {
@@ -748,6 +721,12 @@ pub(crate) fn evaluate(
         preds.push(time_range_pred(col, ctx.range));
     }
     for f in &plan.filters {
+        // The record's time and its dates: ranges of the time column (a local date in an
+        // IANA zone is only ever filtered here).
+        if let (Some(set), Some(col)) = (instant_set(f.field, &f.test), table.time_column()) {
+            preds.push(Pred::Ranges(&col.data, set.to_units(col.unit)));
+            continue;
+        }
         let acc = Access::of(table, f.field);
         if let Some(p) = acc.filter(&f.test, f.field.field().ty, ctx) {
             preds.push(p);

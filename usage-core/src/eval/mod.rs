@@ -18,7 +18,7 @@ mod columnar;
 #[cfg(any(test, feature = "testing"))]
 pub mod reference;
 pub mod segment;
-mod select;
+pub(crate) mod select;
 pub mod stats;
 mod store;
 pub mod value;

@@ -11,10 +11,10 @@
 //! [`Bitmap`] is the set of small integers both count distinct pairs with.
 
 use super::store::{Column, Lane, Packed, with_packed};
-use crate::plan::TimeRange;
-use crate::schema::FilterOp;
+use crate::plan::{FilterTest, FilterValue, TimeRange};
+use crate::schema::{Expr, FieldRef, FilterOp};
 use crate::time::MICROS_PER_DAY;
-use crate::zone::{MAX_OFFSET_MICROS, Zone};
+use crate::zone::{LocalZone, MAX_OFFSET_MICROS, Zone};
 
 /// The rows a query reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +103,26 @@ impl RangeSet {
         } else {
             RangeSet(vec![(lo, hi)])
         }
+    }
+
+    /// The ranges, sorted and disjoint.
+    pub(crate) fn ranges(&self) -> &[(i64, i64)] {
+        &self.0
+    }
+
+    /// A set of instants (microseconds) as the stored values `u` of a column in `unit`
+    /// whose instant `u * unit` is in the set.
+    pub(crate) fn to_units(&self, unit: i64) -> RangeSet {
+        if unit == 1 {
+            return self.clone();
+        }
+        self.0
+            .iter()
+            .map(|&(lo, hi)| {
+                let open = |x: i64, end: i64| (x != end).then_some(i128::from(x));
+                micros_to_units(open(lo, i64::MIN), open(hi, i64::MAX), unit)
+            })
+            .fold(RangeSet::empty(), RangeSet::union)
     }
 
     pub(crate) fn union(mut self, other: RangeSet) -> RangeSet {
@@ -250,6 +270,54 @@ pub(crate) fn text_pred<'a>(col: &'a Column, test: impl Fn(&str) -> bool) -> Pre
     Pred::Codes(&col.data, pass)
 }
 
+/// The instants (microseconds) at which a filter on a field computed from the record's
+/// time passes: `hour` or `timestamp` against an instant (or a day, its UTC date), `date`,
+/// `date UTC±H[:MM]` and `date <IANA zone>` against a day. `None` for other fields.
+///
+/// The evaluator reads it as ranges of the time column, and the PostgreSQL store writes
+/// it as ranges of the time column in SQL (so an index on the time can serve it), both
+/// from this one computation. A value of another type compares as less than any value
+/// (as `compare_filter` does): a `Compare` keeps everything or nothing, an `EQUAL` of it
+/// nothing.
+pub(crate) fn instant_set(field: FieldRef, test: &FilterTest) -> Option<RangeSet> {
+    let one = |op: FilterOp, v: &FilterValue| -> Option<RangeSet> {
+        let day = MICROS_PER_DAY;
+        match (field.field().expr, v) {
+            (Expr::Time, FilterValue::Time(t)) => Some(key_range(op, t.0, 0, 1, 1)),
+            (Expr::Time, FilterValue::TimeDate(d)) => {
+                Some(key_range(op, i64::from(d.0), 0, day, 1))
+            }
+            (Expr::UtcDate, FilterValue::Date(d)) => Some(key_range(op, i64::from(d.0), 0, day, 1)),
+            (Expr::LocalDate, FilterValue::Date(d)) => Some(match field.zone() {
+                LocalZone::Fixed(m) => {
+                    key_range(op, i64::from(d.0), i64::from(m) * 60_000_000, day, 1)
+                }
+                LocalZone::Iana(z) => zoned_day_range(op, i64::from(d.0), z, 1),
+            }),
+            _ => None,
+        }
+    };
+    if !matches!(
+        field.field().expr,
+        Expr::Time | Expr::UtcDate | Expr::LocalDate
+    ) {
+        return None;
+    }
+    Some(match test {
+        FilterTest::Compare(op, v) => one(*op, v).unwrap_or_else(|| {
+            if op.accepts(std::cmp::Ordering::Less) {
+                RangeSet::full()
+            } else {
+                RangeSet::empty()
+            }
+        }),
+        FilterTest::AnyOf(values) => values
+            .iter()
+            .filter_map(|v| one(FilterOp::Equal, v))
+            .fold(RangeSet::empty(), RangeSet::union),
+    })
+}
+
 /// The stored values `u` of a column in `unit` for which the key
 /// `floor((u * unit + a) / m)` passes `op` against `c` (a monotone key: a range of `u`).
 pub(crate) fn key_range(op: FilterOp, c: i64, a: i64, m: i64, unit: i64) -> RangeSet {
@@ -283,7 +351,7 @@ fn key_bounds(op: FilterOp, c: i64, a: i64, m: i64) -> (Option<i128>, Option<i12
 /// so the set is built span by span of constant offset. Within
 /// [`MAX_OFFSET_MICROS`] of day `c` the spans decide; further out every instant's local
 /// date is plainly before or after `c`.
-pub(crate) fn zoned_day_range(op: FilterOp, c: i64, zone: Zone, unit: i64) -> RangeSet {
+fn zoned_day_range(op: FilterOp, c: i64, zone: Zone, unit: i64) -> RangeSet {
     if op == FilterOp::NotEqual {
         return zoned_day_range(FilterOp::Equal, c, zone, unit).complement();
     }

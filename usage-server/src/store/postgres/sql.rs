@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use usage_core::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, TimeRange};
+use usage_core::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, TimeRange, instant_ranges};
 use usage_core::schema::records::{KINDS, RecordField, RecordKind, RecordType};
 use usage_core::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR};
@@ -485,6 +485,11 @@ impl<'a> Gen<'a> {
     }
 
     fn filter(&mut self, f: FieldRef, test: &FilterTest) -> String {
+        // The record's time and its dates: ranges of the time column, which the
+        // `(team_id, time)` index serves and no per-row date arithmetic is needed for.
+        if let Some(ranges) = instant_ranges(f, test) {
+            return self.time_ranges(&ranges);
+        }
         match test {
             FilterTest::Compare(op, v) => self.compare(f, *op, v),
             FilterTest::AnyOf(values) => {
@@ -510,6 +515,34 @@ impl<'a> Gen<'a> {
                     .collect();
                 format!("({})", parts.join(" OR "))
             }
+        }
+    }
+
+    /// The rows whose time lies in one of `ranges` (inclusive microseconds, `i64::MIN` and
+    /// `i64::MAX` for open ends; [`instant_ranges`]).
+    fn time_ranges(&mut self, ranges: &[(i64, i64)]) -> String {
+        let tc = self.time_col();
+        let parts: Vec<String> = ranges
+            .iter()
+            .map(|&(lo, hi)| {
+                let mut c = Vec::new();
+                if lo != i64::MIN {
+                    c.push(format!("{tc} >= {}", self.param(Param::Int(lo))));
+                }
+                if hi != i64::MAX {
+                    c.push(format!("{tc} <= {}", self.param(Param::Int(hi))));
+                }
+                if c.is_empty() {
+                    "TRUE".to_string()
+                } else {
+                    c.join(" AND ")
+                }
+            })
+            .collect();
+        match parts.len() {
+            0 => "FALSE".to_string(),
+            1 => parts.into_iter().next().unwrap_or_default(),
+            _ => format!("({})", parts.join(" OR ")),
         }
     }
 
