@@ -141,27 +141,27 @@ fn cell(out: &mut String, v: &str) {
 }
 
 /// The first line of an export: the CSV header of `aliases`; nothing for NDJSON.
-pub fn header(format: Format, aliases: &[&str], out: &mut String) {
+pub fn header<A: AsRef<str>>(format: Format, aliases: &[A], out: &mut String) {
     if format == Format::Csv {
         for (i, a) in aliases.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            cell(out, a);
+            cell(out, a.as_ref());
         }
         out.push_str("\r\n");
     }
 }
 
 /// The line of one item.
-pub fn line(format: Format, aliases: &[&str], item: &Item, out: &mut String) {
+pub fn line<A: AsRef<str>>(format: Format, aliases: &[A], item: &Item, out: &mut String) {
     match format {
         Format::Csv => {
             for (i, a) in aliases.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                match item.get(a) {
+                match item.get(a.as_ref()) {
                     Some(v) => cell(out, v),
                     // A lone empty cell is written `""`: an empty line is no record.
                     None if aliases.len() == 1 => out.push_str("\"\""),
@@ -188,9 +188,28 @@ pub fn encode(format: Format, aliases: &[&str], result: &QueryResult) -> String 
     out
 }
 
+/// [`encode`] a line at a time, the header first, taking the result: for a caller that
+/// sends each line as it is made (the server streams exports).
+pub fn into_lines(
+    format: Format,
+    aliases: Vec<String>,
+    result: QueryResult,
+) -> impl Iterator<Item = String> + Send + Sync + 'static {
+    let mut head = String::new();
+    header(format, &aliases, &mut head);
+    let head = (!head.is_empty()).then_some(head);
+    head.into_iter()
+        .chain(result.response_items.into_iter().map(move |it| {
+            let mut out = String::new();
+            line(format, &aliases, &it.item, &mut out);
+            out
+        }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ResponseItem;
 
     #[test]
     fn accept_picks_the_first_export_unless_json_comes_first() {
@@ -227,6 +246,27 @@ mod tests {
         let mut out = String::new();
         line(Format::Csv, &["a"], &Item(Vec::new()), &mut out);
         assert_eq!(out, "\"\"\r\n");
+    }
+
+    #[test]
+    fn lines_one_at_a_time_are_the_whole_encoding() {
+        let item = |v: &[(&str, &str)]| ResponseItem {
+            item: Item(
+                v.iter()
+                    .map(|(k, x)| (k.to_string(), x.to_string()))
+                    .collect(),
+            ),
+        };
+        let result = QueryResult {
+            response_items: vec![item(&[("a", "1"), ("b", "x,y")]), item(&[("a", "2")])],
+        };
+        for f in [Format::Csv, Format::Ndjson] {
+            let whole = encode(f, &["a", "b"], &result);
+            let lines: Vec<String> =
+                into_lines(f, vec!["a".into(), "b".into()], result.clone()).collect();
+            assert_eq!(lines.len(), if f == Format::Csv { 3 } else { 2 });
+            assert_eq!(lines.concat(), whole);
+        }
     }
 
     #[test]

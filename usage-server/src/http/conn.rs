@@ -276,7 +276,7 @@ async fn serve_connection<S>(
                     ),
             };
             state.request_answered();
-            Ok::<_, Infallible>(res)
+            Ok::<_, Infallible>(super::streamed::into_wire(res))
         }
     });
     let conn = hyper::server::conn::http1::Builder::new()

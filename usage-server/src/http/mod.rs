@@ -11,6 +11,7 @@ pub mod dashboard;
 pub mod metrics;
 pub mod openapi;
 mod ops;
+mod streamed;
 pub mod v2;
 
 pub use conn::Timeouts;

@@ -174,11 +174,21 @@ pub(super) async fn dispatch(
                 }
             })
             .map_err(invalid)?;
-            let res = app.store.analytics(&key.team_id, &plan, limits).await?;
-            Ok(match (format, res.query_results.first()) {
-                (Some(f), Some(result)) => {
-                    let text = export::encode(f, &plan.queries[0].output_aliases(), result);
-                    let mut out = Response::new(text.into());
+            let mut res = app.store.analytics(&key.team_id, &plan, limits).await?;
+            Ok(match format {
+                Some(f) if !res.query_results.is_empty() => {
+                    // Sent as it is encoded, a chunk of lines at a time.
+                    let aliases = plan.queries[0]
+                        .output_aliases()
+                        .into_iter()
+                        .map(String::from)
+                        .collect();
+                    let result = res.query_results.swap_remove(0);
+                    let mut out = Response::new(Default::default());
+                    super::streamed::stream_body(
+                        &mut out,
+                        super::streamed::chunked(export::into_lines(f, aliases, result)),
+                    );
                     out.headers_mut().insert(
                         header::CONTENT_TYPE,
                         warp::http::HeaderValue::from_static(f.content_type()),

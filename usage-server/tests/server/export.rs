@@ -125,3 +125,55 @@ async fn an_export_holds_one_query() {
     let (st, ct, _) = post_accept(&env, "application/json, text/csv", &body).await;
     assert_eq!((st, ct.as_str()), (200, "application/json"));
 }
+
+/// An export is streamed: sent with `Transfer-Encoding: chunked` as its lines are encoded
+/// (no `Content-Length`), every line there; the JSON answer keeps its length.
+#[tokio::test]
+async fn exports_are_streamed_in_chunks() {
+    let env = Env::new(TestStore::Memory).await;
+    let records: Vec<Value> = (0..3_000)
+        .map(|i| {
+            json!({"api_key": format!("k-stream-{}", i % 7), "language": "GO", "ide": "vscode",
+                   "version": "1.0", "num_acceptances": i, "num_lines_accepted": 1,
+                   "num_bytes_accepted": 1,
+                   "hour": usage_core::time::Timestamp(1_735_689_600_000_000 + i * 3_600_000_000).to_rfc3339()})
+        })
+        .collect();
+    crate::common::load(
+        env.store.as_ref(),
+        &env.team,
+        &usage_core::schema::records::AUTOCOMPLETE,
+        Value::Array(records),
+    )
+    .await;
+    let mut body = json!({"service_key": env.key, "query_requests": [{
+        "data_source": "QUERY_DATA_SOURCE_USER_DATA",
+        "selections": [{"field": "api_key"}, {"field": "hour"}, {"field": "num_acceptances"}],
+        "filters": [{"name": "date", "filter": "QUERY_FILTER_LE", "value": "2025-12-31"}]}]});
+    let send = |accept: &'static str, body: Value| {
+        env.client
+            .post(env.url("/api/v1/Analytics"))
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .body(body.to_string())
+            .send()
+    };
+    let res = send("text/csv", body.clone()).await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    assert_eq!(
+        res.headers()
+            .get("transfer-encoding")
+            .map(|v| v.to_str().unwrap()),
+        Some("chunked")
+    );
+    assert!(res.headers().get("content-length").is_none());
+    let text = res.text().await.unwrap();
+    // 2025: the 3,000 hours from 1 January, and the seeded team's 4 in May.
+    let lines: Vec<&str> = text.split_terminator("\r\n").collect();
+    assert_eq!(lines.len(), 1 + 3_000 + 4, "{}", &text[..200]);
+    assert_eq!(lines[0], "api_key,hour,num_acceptances");
+    assert!(text.len() > 4 * 16_384, "{}", text.len());
+    body["query_requests"][0]["selections"] = json!([{"field": "api_key"}]);
+    let res = send("application/json", body).await.unwrap();
+    assert!(res.headers().get("content-length").is_some());
+}
