@@ -27,6 +27,9 @@ fn decode_err(e: rows::DecodeError) -> StoreError {
     StoreError::Internal(format!("PostgreSQL answer: {}", e.0))
 }
 
+/// An import of at least this many records refreshes the table's planner statistics.
+const ANALYZE_AFTER: u64 = 10_000;
+
 impl PgStore {
     /// Whether `sql` (`$1` the team, `$2` a name) finds a row; a name holding U+0000 finds
     /// none.
@@ -144,6 +147,25 @@ impl PgStore {
         Ok(())
     }
 
+    /// Refreshes the planner's statistics of a record table after a bulk import. Without
+    /// them, right after loading a million rows (before autovacuum's next round, up to a
+    /// minute later) PostgreSQL plans for a handful of rows: a sort spilled to disk and no
+    /// parallel scan, Q2 of the benchmark 306 ms instead of 116 ms. Table-wide, as
+    /// PostgreSQL keeps statistics (on Citus it runs on every shard). A failure is logged:
+    /// the import has committed and answers stay right, only slower until autovacuum.
+    async fn analyze(&self, kind: &'static RecordKind) {
+        let done = match self.client().await {
+            Ok(c) => c
+                .batch_execute(&format!("ANALYZE {}", sql::table(kind)))
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = done {
+            tracing::warn!(table = sql::table(kind), error = %e, "ANALYZE after an import failed");
+        }
+    }
+
     /// Writes records of one kind all-or-nothing in one transaction. `Ok(None)`: the
     /// stream had a bad record (nothing written).
     async fn write(
@@ -255,7 +277,11 @@ impl RecordStore for PgStore {
         records: RecordStream,
         now: Timestamp,
     ) -> StoreResult<Option<u64>> {
-        self.write(team, kind, records, now).await
+        let n = self.write(team, kind, records, now).await?;
+        if n.is_some_and(|n| n >= ANALYZE_AFTER) && !written_whole(kind) {
+            self.analyze(kind).await;
+        }
+        Ok(n)
     }
 
     async fn analytics(

@@ -797,3 +797,61 @@ async fn one_rate_limit_across_instances() {
         "{wait:?}"
     );
 }
+
+/// An import of 10,000 records or more leaves the planner's statistics of the table
+/// current (`ANALYZE`), so the next query is planned for the rows there are; a smaller
+/// import leaves them to autovacuum.
+#[tokio::test]
+async fn a_bulk_import_refreshes_the_planners_statistics() {
+    let schema = Schema::new("analyze").await;
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    let team = new_team(&store).await;
+    let kind = &usage_core::schema::records::AUTOCOMPLETE;
+    let records = |n: i64, from: i64| -> Vec<usage_core::load::Record> {
+        (from..from + n)
+            .map(|i| {
+                let r = serde_json::json!({"api_key": "k", "language": "GO", "ide": "vscode",
+                    "version": "1.0", "num_acceptances": 1, "num_lines_accepted": 1,
+                    "num_bytes_accepted": 1,
+                    "hour": Timestamp(i * 3_600_000_000).to_rfc3339()});
+                usage_core::load::parse_record(kind, &r, &usage_core::JsonPath::root()).unwrap()
+            })
+            .collect()
+    };
+    let stats = || async {
+        let c = store.client().await.unwrap();
+        let row = c
+            .query_one(
+                "SELECT c.reltuples::bigint, s.last_analyze IS NOT NULL FROM pg_class c \
+                 JOIN pg_stat_user_tables s ON s.relid = c.oid \
+                 WHERE c.oid = 'rec_autocomplete'::regclass",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, i64>(0), row.get::<_, bool>(1))
+    };
+    // Autovacuum could analyze the table between the imports: not on this one.
+    store
+        .client()
+        .await
+        .unwrap()
+        .batch_execute("ALTER TABLE rec_autocomplete SET (autovacuum_enabled = false)")
+        .await
+        .unwrap();
+    let small = crate::store::shared::stream(records(9_999, 0));
+    assert_eq!(
+        store
+            .import(&team, kind, small, Timestamp(0))
+            .await
+            .unwrap(),
+        Some(9_999)
+    );
+    assert!(!stats().await.1, "no ANALYZE below 10,000 records");
+    let big = crate::store::shared::stream(records(10_000, 20_000));
+    assert_eq!(
+        store.import(&team, kind, big, Timestamp(0)).await.unwrap(),
+        Some(10_000)
+    );
+    assert_eq!(stats().await, (19_999, true));
+}
