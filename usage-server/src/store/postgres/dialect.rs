@@ -14,6 +14,9 @@ pub trait Dialect: Sync {
     fn version_key(&self, expr: &str) -> String;
     /// Floor division of a 64-bit integer by a positive constant.
     fn floor_div(&self, expr: &str, divisor: i64) -> String;
+    /// Division of a 64-bit integer known not to be negative by a positive constant (where
+    /// floor and truncation agree: cheaper than [`Dialect::floor_div`]).
+    fn div_nonneg(&self, expr: &str, divisor: i64) -> String;
     /// The local date, as days since 1970-01-01, of the instant `micros` (microseconds since
     /// 1970, not negative) in the IANA time zone named by the text parameter `zone`.
     fn zoned_date(&self, micros: &str, zone: &str) -> String;
@@ -78,6 +81,9 @@ impl Dialect for Postgres {
             "(((to_timestamp(({micros}) / 1000000) AT TIME ZONE ({zone})::text)::date \
              - DATE '1970-01-01')::bigint)"
         )
+    }
+    fn div_nonneg(&self, expr: &str, d: i64) -> String {
+        format!("(({expr}) / {d})")
     }
     fn any_text(&self, expr: &str, param: &str) -> String {
         format!("{expr} = ANY({param}::text[])")

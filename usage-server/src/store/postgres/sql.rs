@@ -370,6 +370,12 @@ impl<'a> Gen<'a> {
         self.d.floor_div(time, MICROS_PER_DAY)
     }
 
+    /// The UTC day or hour (`period`) of the record's time: a stored time is never
+    /// negative (the service keeps 1970 on), so plain integer division is the floor.
+    fn time_bucket(&self, period: i64) -> String {
+        self.d.div_nonneg(&self.time_col(), period)
+    }
+
     /// The value of a per-record field.
     fn expr(&mut self, f: FieldRef) -> String {
         match f.field().expr {
@@ -381,7 +387,7 @@ impl<'a> Gen<'a> {
                 _ => format!("r.{}", quote(c)),
             },
             Expr::Time => self.time_col(),
-            Expr::UtcDate => self.date_of(&self.time_col()),
+            Expr::UtcDate => self.time_bucket(MICROS_PER_DAY),
             Expr::LocalDate => match f.zone() {
                 LocalZone::Fixed(m) => {
                     let shifted = format!("{} + {}", self.time_col(), i64::from(m) * 60_000_000);
@@ -557,13 +563,13 @@ impl<'a> Gen<'a> {
                 return Out::Total;
             }
             Expr::DistinctDeveloperDays => {
-                let day = self.date_of(&self.time_col());
+                let day = self.time_bucket(MICROS_PER_DAY);
                 let key = self.d.bytewise("r.api_key");
                 cols.push(t(self.d, &format!("COUNT(DISTINCT ({key}, {day}))")));
                 return Out::Total;
             }
             Expr::DistinctDeveloperHours => {
-                let hour = self.d.floor_div(&self.time_col(), MICROS_PER_HOUR);
+                let hour = self.time_bucket(MICROS_PER_HOUR);
                 let key = self.d.bytewise("r.api_key");
                 cols.push(t(self.d, &format!("COUNT(DISTINCT ({key}, {hour}))")));
                 return Out::Total;
@@ -968,12 +974,15 @@ fn nested(
         }
     }
     let group_aliases: Vec<String> = (0..groups.len()).map(|i| format!("g{i}")).collect();
-    let time = g.time_col();
+    let (k_day, k_hour) = (
+        g.time_bucket(MICROS_PER_DAY),
+        g.time_bucket(MICROS_PER_HOUR),
+    );
     let key_expr = |k: &str| match k {
         // Keys compare bytewise: a locale collation is not needed.
         "k_user" => d.bytewise("r.api_key"),
-        "k_day" => d.floor_div(&time, MICROS_PER_DAY),
-        _ => d.floor_div(&time, MICROS_PER_HOUR),
+        "k_day" => k_day.clone(),
+        _ => k_hour.clone(),
     };
 
     // The innermost level, over the records.
