@@ -168,6 +168,14 @@ impl Inner {
     }
 
     /// The cached data of a team, loading it on first use.
+    ///
+    /// The load reads one snapshot without holding the cache, so a write can commit after
+    /// the snapshot and before the entry is visible: that write finds no entry and skips
+    /// its catch-up. So the entry catches up once more under the cache's write lock before
+    /// it is inserted; a write that commits later finds the entry and catches up itself.
+    /// (Without this, an acknowledged write could be missing from answers until the next
+    /// refresh: seen as a first page of `usage/daily` with none of the rows written just
+    /// before it, when the refresh loop loaded the team meanwhile.)
     pub(super) fn cached(&self, team: &str) -> StoreResult<Arc<Cached>> {
         if let Some(c) = self.cache.read().map_err(poisoned)?.get(team) {
             return Ok(c.clone());
@@ -182,7 +190,14 @@ impl Inner {
             pos: Mutex::new(pos),
         });
         let mut cache = self.cache.write().map_err(poisoned)?;
-        Ok(cache.entry(team.to_string()).or_insert(c).clone())
+        if let Some(existing) = cache.get(team) {
+            return Ok(existing.clone());
+        }
+        // Nobody else can reach `c` yet: its locks are free, and the loader connection is
+        // never held by anyone waiting for the cache.
+        self.catch_up(team, &c)?;
+        cache.insert(team.to_string(), c.clone());
+        Ok(c)
     }
 
     fn read<T>(&self, team: &str, f: impl FnOnce(&TeamData) -> StoreResult<T>) -> StoreResult<T> {
