@@ -292,7 +292,7 @@ pub(crate) fn instant_set(field: FieldRef, test: &FilterTest) -> Option<RangeSet
                 LocalZone::Fixed(m) => {
                     key_range(op, i64::from(d.0), i64::from(m) * 60_000_000, day, 1)
                 }
-                LocalZone::Iana(z) => zoned_day_range(op, i64::from(d.0), z, 1),
+                LocalZone::Iana(z) => zoned_day_range(op, i64::from(d.0), z),
             }),
             _ => None,
         }
@@ -344,16 +344,16 @@ fn key_bounds(op: FilterOp, c: i64, a: i64, m: i64) -> (Option<i128>, Option<i12
     }
 }
 
-/// The stored values `u` of a column in `unit` whose local date in `zone` (the date of
-/// `u * unit` plus the zone's offset at that instant) passes `op` against day `c`.
+/// The instants (microseconds) whose local date in `zone` (the date of the instant plus
+/// the zone's offset at that instant) passes `op` against day `c`.
 ///
 /// The local date is not monotone in the instant (a zone may fall back across midnight),
 /// so the set is built span by span of constant offset. Within
 /// [`MAX_OFFSET_MICROS`] of day `c` the spans decide; further out every instant's local
 /// date is plainly before or after `c`.
-fn zoned_day_range(op: FilterOp, c: i64, zone: Zone, unit: i64) -> RangeSet {
+fn zoned_day_range(op: FilterOp, c: i64, zone: Zone) -> RangeSet {
     if op == FilterOp::NotEqual {
-        return zoned_day_range(FilterOp::Equal, c, zone, unit).complement();
+        return zoned_day_range(FilterOp::Equal, c, zone).complement();
     }
     let (w0, w1) = (
         c.saturating_mul(MICROS_PER_DAY)
@@ -363,8 +363,8 @@ fn zoned_day_range(op: FilterOp, c: i64, zone: Zone, unit: i64) -> RangeSet {
             .saturating_add(2 * MAX_OFFSET_MICROS),
     );
     let mut set = match op {
-        FilterOp::LessThan | FilterOp::Le => micros_to_units(None, Some(i128::from(w0) - 1), unit),
-        FilterOp::GreaterThan | FilterOp::Ge => micros_to_units(Some(i128::from(w1)), None, unit),
+        FilterOp::LessThan | FilterOp::Le => RangeSet::span(None, Some(i128::from(w0) - 1)),
+        FilterOp::GreaterThan | FilterOp::Ge => RangeSet::span(Some(i128::from(w1)), None),
         _ => RangeSet::empty(),
     };
     for (s, e, o) in zone.spans(w0, w1) {
@@ -372,7 +372,7 @@ fn zoned_day_range(op: FilterOp, c: i64, zone: Zone, unit: i64) -> RangeSet {
         let lo = lo.map_or(i128::from(s), |lo| lo.max(i128::from(s)));
         let hi = hi.map_or(i128::from(e) - 1, |hi| hi.min(i128::from(e) - 1));
         if lo <= hi {
-            set = set.union(micros_to_units(Some(lo), Some(hi), unit));
+            set = set.union(RangeSet::span(Some(lo), Some(hi)));
         }
     }
     set

@@ -13,8 +13,8 @@ use usage_core::load::{Batch, parse_record};
 use usage_core::plan::{AnalyticsPlan, Limits};
 use usage_core::schema::records::AUTOCOMPLETE;
 use usage_core::time::{Date, MICROS_PER_HOUR, Timestamp};
-use usage_core::wire::AnalyticsRequest;
 use usage_core::wire::decode::decode;
+use usage_core::wire::{AnalyticsRequest, AnalyticsResponse};
 
 use super::PgStore;
 use super::cache::CacheConfig;
@@ -90,6 +90,43 @@ fn rows(a: &usage_core::wire::AnalyticsResponse) -> Vec<(String, i64, i64)> {
         .collect()
 }
 
+/// The four computations of an answer: SQL pushdown, the columnar cache, the in-memory
+/// evaluator and the reference evaluator.
+struct FourWays<'a> {
+    pushdown: &'a PgStore,
+    cached: &'a PgStore,
+    team: &'a str,
+    model: &'a TeamData,
+    reference: &'a Model,
+}
+
+impl FourWays<'_> {
+    async fn answer(&self, plan: &AnalyticsPlan) -> [(&'static str, AnalyticsResponse); 4] {
+        let limits = Limits::default();
+        [
+            (
+                "pushdown",
+                self.pushdown
+                    .analytics(self.team, plan, &limits)
+                    .await
+                    .unwrap(),
+            ),
+            (
+                "cache",
+                self.cached
+                    .analytics(self.team, plan, &limits)
+                    .await
+                    .unwrap(),
+            ),
+            ("evaluator", self.model.analytics(plan, &limits).unwrap()),
+            (
+                "reference",
+                self.reference.analytics(plan, &limits).unwrap(),
+            ),
+        ]
+    }
+}
+
 /// `got` equals `want`; otherwise fails naming the first local date that differs.
 fn same_rows(got: &[(String, i64, i64)], want: &[(String, i64, i64)], what: &str) {
     if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
@@ -132,7 +169,13 @@ async fn local_dates_in_iana_zones_match_postgresql_across_dst() {
         .await
         .unwrap();
     tokio::spawn(conn);
-    let limits = Limits::default();
+    let ways = FourWays {
+        pushdown: &pushdown,
+        cached: &cached,
+        team: &team,
+        model: &model,
+        reference: &reference,
+    };
     for zone in ZONES {
         // PostgreSQL's answer: every hour of the span, by local date.
         let expected: Vec<(String, i64, i64)> = db
@@ -168,18 +211,7 @@ async fn local_dates_in_iana_zones_match_postgresql_across_dst() {
                 {"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM", "name": "n"},
                 {"field": "num_lines_accepted", "aggregation_function": "QUERY_AGGREGATION_SUM", "name": "h"}],
             "aggregations": [{"field": format!("date {zone}"), "name": "d"}]}));
-        let answers = [
-            (
-                "pushdown",
-                pushdown.analytics(&team, &by_date, &limits).await.unwrap(),
-            ),
-            (
-                "cache",
-                cached.analytics(&team, &by_date, &limits).await.unwrap(),
-            ),
-            ("evaluator", model.analytics(&by_date, &limits).unwrap()),
-            ("reference", reference.analytics(&by_date, &limits).unwrap()),
-        ];
+        let answers = ways.answer(&by_date).await;
         for (how, a) in &answers {
             same_rows(&rows(a), &expected, &format!("{zone}: {how}"));
         }
@@ -217,21 +249,7 @@ async fn local_dates_in_iana_zones_match_postgresql_across_dst() {
                     "data_source": "QUERY_DATA_SOURCE_USER_DATA",
                     "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM", "name": "n"}],
                     "filters": [{"name": format!("date {zone}"), "filter": op, "value": d.to_iso()}]}));
-                let answers = [
-                    (
-                        "pushdown",
-                        pushdown.analytics(&team, &filtered, &limits).await.unwrap(),
-                    ),
-                    (
-                        "cache",
-                        cached.analytics(&team, &filtered, &limits).await.unwrap(),
-                    ),
-                    ("evaluator", model.analytics(&filtered, &limits).unwrap()),
-                    (
-                        "reference",
-                        reference.analytics(&filtered, &limits).unwrap(),
-                    ),
-                ];
+                let answers = ways.answer(&filtered).await;
                 for (how, a) in &answers {
                     let items = &a.query_results[0].response_items;
                     let got = items
