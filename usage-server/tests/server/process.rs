@@ -430,7 +430,7 @@ async fn two_servers_share_one_sqlite_store() {
 async fn two_servers_share_one_postgres_database() {
     let store = usage_server::testing::fresh_postgres();
     // `migrate` on a fresh database applies the migrations once.
-    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 5}));
+    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 6}));
     assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 0}));
     let f = fixture_on(tempfile::tempdir().unwrap(), store);
     let a = Server::start(&f.store, &[], &f.log);

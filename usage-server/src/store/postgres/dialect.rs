@@ -41,6 +41,9 @@ pub trait Dialect: Sync {
     fn byte_length(&self, expr: &str) -> String;
     /// Statements that install what [`Dialect::identity_key`] calls.
     fn identity_functions(&self) -> Vec<String>;
+    /// The statement that turns generated column `column` of `table` into a plain one,
+    /// keeping its values.
+    fn drop_generation(&self, table: &str, column: &str) -> String;
 }
 
 /// DDL types.
@@ -144,6 +147,9 @@ $fn$"#
     fn byte_length(&self, expr: &str) -> String {
         format!("octet_length({expr})")
     }
+    fn drop_generation(&self, table: &str, column: &str) -> String {
+        format!("ALTER TABLE {table} ALTER COLUMN {column} DROP EXPRESSION")
+    }
     fn identity_functions(&self) -> Vec<String> {
         // `convert_to` is only STABLE (it names an encoding), but the database's encoding
         // never changes under its data, so the SHA-256 of the UTF-8 bytes is immutable.
@@ -174,4 +180,33 @@ pub fn version_sort_key(v: &str) -> Vec<u8> {
     key.push(0);
     key.extend_from_slice(v.as_bytes());
     key
+}
+
+/// The identity key of a usage record, as [`Dialect::identity_key`] (with
+/// `usage_identity_key`) computes it in the database for the same row, byte for byte: the
+/// SHA-256 of the identity columns' text joined by `|`, a text column as its length in
+/// characters, `:` and the text, any other as its decimal SQL text. Writes compute it here
+/// and store it (no per-row SQL function on the write path).
+pub fn identity_key_of(record: &usage_core::load::Record) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
+    use usage_core::load::FieldValue;
+    let kind = record.kind();
+    let mut text = String::with_capacity(64);
+    for (i, name) in kind.identity.iter().enumerate() {
+        if i > 0 {
+            text.push('|');
+        }
+        // Writing into a String cannot fail.
+        let _ = match record.get(name) {
+            FieldValue::Text(s) => write!(text, "{}:{s}", s.chars().count()),
+            FieldValue::Time(t) => write!(text, "{}", t.0),
+            FieldValue::Day(d) => write!(text, "{}", d.start().0),
+            FieldValue::Count(n) => write!(text, "{n}"),
+            FieldValue::Bool(b) => write!(text, "{b}"),
+            // Identity fields are required scalars (a stored NULL has no key either).
+            FieldValue::Absent | FieldValue::Groups(_) => Ok(()),
+        };
+    }
+    Sha256::digest(text.as_bytes()).into()
 }

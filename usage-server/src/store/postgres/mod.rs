@@ -29,6 +29,7 @@ pub mod cache;
 #[cfg(test)]
 mod cache_tests;
 mod caps;
+mod copy;
 pub mod dialect;
 mod people;
 mod records;

@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use deadpool_postgres::GenericClient;
+use deadpool_postgres::{GenericClient, Transaction};
+use futures_util::SinkExt;
 use tokio_postgres::types::ToSql;
 use usage_core::eval::EvalError;
-use usage_core::load::{Batch, FieldValue, Record};
+use usage_core::load::{Batch, Record};
 use usage_core::plan::{AgentPlan, AnalyticsPlan, Limits, UserPagePlan};
 use usage_core::schema::records::{self, RecordKind, RecordType};
 use usage_core::time::Timestamp;
@@ -15,13 +16,11 @@ use usage_core::wire::{
     AgentAnalyticsResponse, AnalyticsResponse, QueryResult, UserPageAnalyticsResponse,
 };
 
-use super::dialect::Postgres;
-use super::{PgStore, cache, people, pg_err, refs, rows, sql, stats, text_rows, unstorable};
+use super::copy::CopyRows;
+use super::dialect::{Postgres, identity_key_of, version_sort_key};
+use super::{PgStore, cache, people, pg_err, rows, sql, stats, text_rows, unstorable};
 use crate::store::shared::{ingested, stream, written_whole};
 use crate::store::{RecordStore, RecordStream, StoreError, StoreResult, answer, prepare};
-
-/// Records written per statement by imports and ingests.
-const CHUNK: usize = 2_000;
 
 fn decode_err(e: rows::DecodeError) -> StoreError {
     StoreError::Internal(format!("PostgreSQL answer: {}", e.0))
@@ -59,91 +58,50 @@ impl PgStore {
         }
     }
 
-    /// Upserts usage records of one kind; a later record with an earlier one's identity
-    /// wins (within the chunk by deduplication, across chunks by the upsert).
-    async fn write_usage(
-        c: &impl GenericClient,
+    /// Merges one staged round of usage records (already deduplicated, the later record of
+    /// an identity kept) into the record table: binary `COPY` into the session's staging
+    /// table, one `UPDATE` of the stored rows they replace and one `INSERT` of the rest.
+    async fn write_round(
+        c: &Transaction<'_>,
         team: &str,
         kind: &'static RecordKind,
-        chunk: &[Record],
+        round: Round,
         seq: i64,
     ) -> StoreResult<()> {
-        if chunk.is_empty() {
-            return Ok(());
+        if !round.first {
+            // Emptied at commit; between rounds, here.
+            c.batch_execute(&format!("TRUNCATE {}", sql::stage_table(kind)))
+                .await
+                .map_err(pg_err)?;
         }
-        let mut last: HashMap<String, usize> = HashMap::with_capacity(chunk.len());
-        for (i, r) in chunk.iter().enumerate() {
-            last.insert(r.identity(), i);
-        }
-        let mut keep: Vec<usize> = last.into_values().collect();
-        keep.sort_unstable();
-        let mut cols: Vec<Box<dyn ToSql + Sync + Send>> =
-            vec![Box::new(team.to_string()), Box::new(seq)];
-        let mut casts = Vec::new();
-        for (j, f) in kind.fields.iter().enumerate() {
-            let values = keep.iter().map(|&i| &chunk[i].values()[j]);
-            let (b, cast): (Box<dyn ToSql + Sync + Send>, &str) = match f.ty {
-                RecordType::Text | RecordType::Enum(_) | RecordType::GroupIds => (
-                    Box::new(
-                        values
-                            .map(|v| v.as_text().map(str::to_string))
-                            .collect::<Vec<Option<String>>>(),
-                    ),
-                    "text[]",
-                ),
-                RecordType::Hour | RecordType::Timestamp | RecordType::Day => (
-                    Box::new(
-                        values
-                            .map(|v| v.as_time().map(|t| t.0))
-                            .collect::<Vec<Option<i64>>>(),
-                    ),
-                    "bigint[]",
-                ),
-                RecordType::Count => (
-                    Box::new(
-                        values
-                            .map(FieldValue::as_count)
-                            .collect::<Vec<Option<i64>>>(),
-                    ),
-                    "bigint[]",
-                ),
-                RecordType::Bool => (
-                    Box::new(
-                        values
-                            .map(FieldValue::as_bool)
-                            .collect::<Vec<Option<bool>>>(),
-                    ),
-                    "boolean[]",
-                ),
-            };
-            cols.push(b);
-            casts.push(format!("${}::{cast}", j + 3));
-        }
-        let names: Vec<String> = kind
-            .fields
-            .iter()
-            .map(|f| format!("\"{}\"", f.name))
-            .collect();
-        // A replaced row takes the write's change number, so caches read it again.
-        let updates: Vec<String> = kind
-            .fields
-            .iter()
-            .filter(|f| !kind.identity.contains(&f.name))
-            .map(|f| format!("\"{0}\" = EXCLUDED.\"{0}\"", f.name))
-            .chain([format!("{0} = EXCLUDED.{0}", sql::CHANGE_SEQ)])
-            .collect();
-        let statement = format!(
-            "INSERT INTO {} (team_id, {}, {}) SELECT $1, $2, * FROM UNNEST({}) ON CONFLICT (team_id, {}) DO UPDATE SET {}",
-            sql::table(kind),
-            sql::CHANGE_SEQ,
-            names.join(", "),
-            casts.join(", "),
-            sql::IDENTITY_KEY,
-            updates.join(", ")
-        );
-        c.execute(statement.as_str(), &refs(&cols))
+        let sink = c
+            .copy_in(
+                format!(
+                    "COPY {} ({}) FROM STDIN (FORMAT binary)",
+                    sql::stage_table(kind),
+                    sql::written_columns(kind).join(", ")
+                )
+                .as_str(),
+            )
             .await
             .map_err(pg_err)?;
+        futures_util::pin_mut!(sink);
+        sink.send(bytes::Bytes::from(round.rows))
+            .await
+            .map_err(pg_err)?;
+        sink.finish().await.map_err(pg_err)?;
+        let (lo, hi) = round.span;
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&team, &seq];
+        if sql::time_keyed(kind) {
+            params.extend([&lo as &(dyn ToSql + Sync), &hi]);
+        }
+        let update = sql::merge_update(kind);
+        let replaced = c.execute(update.as_str(), &params).await.map_err(pg_err)?;
+        if replaced == 0 {
+            params.truncate(2);
+        }
+        let insert = sql::merge_insert(kind, replaced > 0);
+        c.execute(insert.as_str(), &params).await.map_err(pg_err)?;
         Ok(())
     }
 
@@ -178,86 +136,208 @@ impl PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(pg_err)?;
         Self::team_exists(&tx, team).await?;
-        // One writer of a team's users, groups and billing at a time: their rules read
-        // the stored rows.
+        // One writer of a team at a time: the rules of users, groups and billing read the
+        // stored rows, change numbers commit in order, and a usage write's merge relies
+        // on no other writer storing the team's rows meanwhile.
         tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&team])
             .await
             .map_err(pg_err)?;
-        let whole = written_whole(kind);
-        // Team data takes the team's next change number (billing is no team data).
-        let seq = if std::ptr::eq(kind, &records::BILLING) {
-            None
-        } else {
-            Some(cache::next_change(&tx, team, whole).await?)
-        };
-        let mut stream = Some(records);
-        let mut n = 0u64;
-        loop {
-            // Pull the next chunk off the (blocking) stream on the blocking pool.
-            let take = if whole { usize::MAX } else { CHUNK };
-            let mut it = stream
-                .take()
-                .expect("the stream is put back after every chunk");
-            let (it, chunk, bad) = tokio::task::spawn_blocking(move || {
-                let mut chunk = Vec::new();
-                let mut bad = false;
-                while chunk.len() < take {
-                    match it.next() {
-                        Some(Ok(r)) => chunk.push(r),
-                        Some(Err(())) => {
-                            bad = true;
-                            it.by_ref().for_each(drop);
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-                (it, chunk, bad)
-            })
-            .await
-            .map_err(|e| StoreError::Internal(format!("import task failed: {e}")))?;
-            if bad {
+        let n = if written_whole(kind) {
+            let Some(n) = Self::write_whole(&tx, team, kind, records, now).await? else {
                 tx.rollback().await.map_err(pg_err)?;
                 return Ok(None);
-            }
-            if chunk.is_empty() {
-                break;
-            }
-            n += chunk.len() as u64;
-            if std::ptr::eq(kind, &records::BILLING) {
-                let mut b = Self::read_billing(&tx, team, true).await?;
-                for r in &chunk {
-                    b.apply(r, now);
-                }
-                Self::write_billing(&tx, team, &b).await?;
-                tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
-            } else if whole {
-                let stored = people::load(&tx, team).await?;
-                let batch = prepare(
-                    &stored,
-                    &Batch {
-                        kind,
-                        records: chunk,
-                    },
-                    now,
-                )?;
-                people::write(&tx, team, kind, &batch.records).await?;
-            } else {
-                Self::write_usage(&tx, team, kind, &chunk, seq.unwrap_or_default()).await?;
-            }
-            stream = Some(it);
-            if whole {
-                break;
-            }
-        }
-        if seq.is_some() {
+            };
+            n
+        } else {
+            let seq = cache::next_change(&tx, team, false).await?;
+            let Some(n) = Self::write_usage(&tx, team, kind, records, seq).await? else {
+                tx.rollback().await.map_err(pg_err)?;
+                return Ok(None);
+            };
+            n
+        };
+        let team_data = !std::ptr::eq(kind, &records::BILLING);
+        if team_data {
             cache::notify(&tx, team).await?;
         }
         tx.commit().await.map_err(pg_err)?;
-        if seq.is_some() {
+        if team_data {
             self.cache.changed(team);
         }
         Ok(Some(n))
+    }
+
+    /// Writes users, groups or billing records, read whole off the stream (their rules
+    /// read the stored rows). `Ok(None)`: a bad record.
+    async fn write_whole(
+        tx: &Transaction<'_>,
+        team: &str,
+        kind: &'static RecordKind,
+        mut records: RecordStream,
+        now: Timestamp,
+    ) -> StoreResult<Option<u64>> {
+        let chunk = tokio::task::spawn_blocking(move || {
+            records
+                .by_ref()
+                .collect::<Result<Vec<Record>, ()>>()
+                .inspect_err(|()| records.for_each(drop))
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("import task failed: {e}")))?;
+        let Ok(chunk) = chunk else {
+            return Ok(None);
+        };
+        let n = chunk.len() as u64;
+        if std::ptr::eq(kind, &records::BILLING) {
+            let mut b = Self::read_billing(tx, team, true).await?;
+            for r in &chunk {
+                b.apply(r, now);
+            }
+            Self::write_billing(tx, team, &b).await?;
+            tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
+        } else {
+            // Users and groups are team data: they take the team's next change number.
+            cache::next_change(tx, team, true).await?;
+            let stored = people::load(tx, team).await?;
+            let batch = prepare(
+                &stored,
+                &Batch {
+                    kind,
+                    records: chunk,
+                },
+                now,
+            )?;
+            people::write(tx, team, kind, &batch.records).await?;
+        }
+        Ok(Some(n))
+    }
+
+    /// Writes usage records in rounds of [`ROUND`]: a blocking thread reads the stream and
+    /// encodes each round's rows while the previous round is merged. `Ok(None)`: a bad
+    /// record.
+    async fn write_usage(
+        tx: &Transaction<'_>,
+        team: &str,
+        kind: &'static RecordKind,
+        records: RecordStream,
+        seq: i64,
+    ) -> StoreResult<Option<u64>> {
+        tx.batch_execute(&format!(
+            "SET LOCAL client_min_messages = warning; {}",
+            sql::create_stage(&Postgres, kind)
+        ))
+        .await
+        .map_err(pg_err)?;
+        let (send, mut recv) = tokio::sync::mpsc::channel(1);
+        let reader = tokio::task::spawn_blocking(move || stage_rounds(kind, records, &send));
+        let mut n = 0u64;
+        while let Some(round) = recv.recv().await {
+            let Some(round) = round else {
+                return Ok(None);
+            };
+            n += round.records;
+            Self::write_round(tx, team, kind, round, seq).await?;
+        }
+        reader
+            .await
+            .map_err(|e| StoreError::Internal(format!("import task failed: {e}")))?;
+        Ok(Some(n))
+    }
+}
+
+/// Records read per round of a usage write: enough that each round's statements are few
+/// against its rows, few enough that the reader's round and the merged one fit in memory
+/// beside the server's work. (Unit tests use small rounds, so that their writes span
+/// several.)
+pub(super) const ROUND: usize = if cfg!(test) { 64 } else { 50_000 };
+
+/// One round of a usage write: its rows in binary `COPY` form (one per identity, the last
+/// record of each), how many records it read, and the span of their times (inclusive).
+struct Round {
+    first: bool,
+    rows: Vec<u8>,
+    records: u64,
+    span: (i64, i64),
+}
+
+/// Reads `records` in rounds and sends each encoded, then ends; a bad record sends `None`
+/// after the rest of the stream is read (its source reports every bad record). Stops when
+/// the writer is gone.
+fn stage_rounds(
+    kind: &'static RecordKind,
+    mut records: RecordStream,
+    send: &tokio::sync::mpsc::Sender<Option<Round>>,
+) {
+    for first in std::iter::once(true).chain(std::iter::repeat(false)) {
+        let mut round = Vec::with_capacity(ROUND.min(4096));
+        while round.len() < ROUND {
+            match records.next() {
+                Some(Ok(r)) => round.push(r),
+                Some(Err(())) => {
+                    records.for_each(drop);
+                    let _ = send.blocking_send(None);
+                    return;
+                }
+                None => break,
+            }
+        }
+        if round.is_empty() {
+            return;
+        }
+        let last = round.len() < ROUND;
+        if send
+            .blocking_send(Some(encode(kind, &round, first)))
+            .is_err()
+            || last
+        {
+            return;
+        }
+    }
+}
+
+/// The rows of a round: each identity once, its last record, with the identity and version
+/// keys the table stores.
+fn encode(kind: &'static RecordKind, round: &[Record], first: bool) -> Round {
+    let keys: Vec<[u8; 32]> = round.iter().map(identity_key_of).collect();
+    let mut last: HashMap<[u8; 32], usize> = HashMap::with_capacity(keys.len());
+    for (i, k) in keys.iter().enumerate() {
+        last.insert(*k, i);
+    }
+    let version = kind.position("version");
+    let time = kind.time.and_then(|t| kind.position(t));
+    let width = sql::written_columns(kind).len();
+    let mut out = CopyRows::new();
+    let mut span = (i64::MAX, i64::MIN);
+    for (i, r) in round.iter().enumerate() {
+        if last.len() < round.len() && last[&keys[i]] != i {
+            continue;
+        }
+        out.row(width);
+        out.bytes(Some(&keys[i]));
+        if let Some(v) = version {
+            out.bytes(r.values()[v].as_text().map(version_sort_key).as_deref());
+        }
+        for (f, v) in kind.fields.iter().zip(r.values()) {
+            match f.ty {
+                RecordType::Text | RecordType::Enum(_) | RecordType::GroupIds => {
+                    out.text(v.as_text());
+                }
+                RecordType::Hour | RecordType::Timestamp | RecordType::Day => {
+                    out.int(v.as_time().map(|t| t.0));
+                }
+                RecordType::Count => out.int(v.as_count()),
+                RecordType::Bool => out.boolean(v.as_bool()),
+            }
+        }
+        if let Some(t) = time.and_then(|t| r.values()[t].as_time()) {
+            span = (span.0.min(t.0), span.1.max(t.0));
+        }
+    }
+    Round {
+        first,
+        rows: out.finish(),
+        records: round.len() as u64,
+        span,
     }
 }
 

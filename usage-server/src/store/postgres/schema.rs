@@ -98,6 +98,7 @@ pub(super) fn migrations() -> Vec<String> {
             .into(),
         // The change feed of the instances' columnar caches.
         sql::change_feed_migration(&Postgres).join(";\n"),
+        sql::bulk_write_migration(&Postgres).join(";\n"),
     ]
 }
 

@@ -291,6 +291,144 @@ pub fn change_feed_migration(d: &dyn Dialect) -> Vec<String> {
     out
 }
 
+/// Whether a record table's primary key leads with its time column after `team_id`: the
+/// kind's identity holds its time (every kind but those identified by an `id`), so the key
+/// `(team_id, time, identity_key)` is as unique as `(team_id, identity_key)`, keeps a write
+/// in time order on a few index pages, and serves the team's time ranges itself.
+pub fn time_keyed(kind: &RecordKind) -> bool {
+    kind.time.is_some_and(|t| kind.identity.contains(&t))
+}
+
+/// The columns of a record table's primary key (migration 6).
+pub fn primary_key(kind: &RecordKind) -> Vec<String> {
+    let mut key = vec!["team_id".to_string()];
+    if time_keyed(kind) {
+        key.push(quote(kind.time.expect("a time-keyed kind has a time")));
+    }
+    key.push(IDENTITY_KEY.to_string());
+    key
+}
+
+/// Migration 6, writes at bulk speed (issue 16): the identity and version keys become plain
+/// columns that writes compute ([`super::dialect::identity_key_of`],
+/// [`super::dialect::version_sort_key`]; the values stored so far stay), a kind whose
+/// identity holds its time is keyed `(team_id, time, identity_key)` in place of its own
+/// time index, and the per-user index goes (the per-user statistics group one scan of the
+/// range instead of looking users up one by one). Each index a row is written to costs a
+/// write about as much as the row itself (BENCHMARKS.md, "Session 7").
+pub fn bulk_write_migration(d: &dyn Dialect) -> Vec<String> {
+    let mut out = Vec::new();
+    for kind in KINDS.iter().filter(|k| has_table(k)) {
+        let t = table(kind);
+        out.push(d.drop_generation(&t, IDENTITY_KEY));
+        if kind.field("version").is_some() {
+            out.push(d.drop_generation(&t, "version_key"));
+        }
+        if time_keyed(kind) {
+            out.push(format!("ALTER TABLE {t} DROP CONSTRAINT {t}_pkey"));
+            out.push(format!(
+                "ALTER TABLE {t} ADD PRIMARY KEY ({})",
+                primary_key(kind).join(", ")
+            ));
+            out.push(format!("DROP INDEX IF EXISTS {t}_time"));
+        }
+        out.push(format!("DROP INDEX IF EXISTS {t}_user"));
+    }
+    out
+}
+
+/// The columns a write supplies for a record of `kind`, in `COPY` order: the identity key,
+/// the version key when the kind has a version, then the kind's fields.
+pub fn written_columns(kind: &RecordKind) -> Vec<String> {
+    let mut cols = vec![IDENTITY_KEY.to_string()];
+    if kind.field("version").is_some() {
+        cols.push("version_key".into());
+    }
+    cols.extend(kind.fields.iter().map(|f| quote(f.name)));
+    cols
+}
+
+/// The session's staging table of `kind`'s writes (a temporary table: no WAL, private to
+/// the connection, emptied at commit).
+pub fn stage_table(kind: &RecordKind) -> String {
+    format!("stage_{}", kind.name)
+}
+
+/// The statement that creates the staging table of `kind` if the session has none.
+pub fn create_stage(d: &dyn Dialect, kind: &RecordKind) -> String {
+    let t = d.types();
+    let mut cols = vec![format!("{IDENTITY_KEY} {} NOT NULL", t.bytes)];
+    if kind.field("version").is_some() {
+        cols.push(format!("version_key {}", t.bytes));
+    }
+    cols.extend(
+        kind.fields
+            .iter()
+            .map(|f| format!("{} {}", quote(f.name), column_type(&t, f.ty))),
+    );
+    format!(
+        "CREATE TEMPORARY TABLE IF NOT EXISTS {} ({}) ON COMMIT DELETE ROWS",
+        stage_table(kind),
+        cols.join(", ")
+    )
+}
+
+/// How a staged row meets the stored row of its identity (`$1` the team; for a kind keyed
+/// by time, `$3` and `$4` the staged time range, so the join reads only the team's rows in
+/// it).
+fn staged_match(kind: &RecordKind) -> String {
+    let id = format!("r.{IDENTITY_KEY} = s.{IDENTITY_KEY}");
+    if time_keyed(kind) {
+        let time = quote(kind.time.expect("a time-keyed kind has a time"));
+        format!("r.team_id = $1 AND r.{time} BETWEEN $3 AND $4 AND r.{time} = s.{time} AND {id}")
+    } else {
+        format!("r.team_id = $1 AND {id}")
+    }
+}
+
+/// The first statement of a staged merge: the update of the stored rows that staged records
+/// replace, `$1` the team, `$2` the write's change number (and, for a kind keyed by time,
+/// `$3` and `$4` the staged time range, so the join reads only the team's rows in it).
+pub fn merge_update(kind: &RecordKind) -> String {
+    let sets: Vec<String> = written_columns(kind)
+        .into_iter()
+        .filter(|c| c != IDENTITY_KEY && !kind.identity.iter().any(|i| quote(i) == *c))
+        .map(|c| format!("{c} = s.{c}"))
+        .chain([format!("{CHANGE_SEQ} = $2")])
+        .collect();
+    format!(
+        "UPDATE {} r SET {} FROM {} s WHERE {}",
+        table(kind),
+        sets.join(", "),
+        stage_table(kind),
+        staged_match(kind)
+    )
+}
+
+/// The second statement of a staged merge: the insert of the staged records not stored
+/// (`anti`, with the parameters of [`merge_update`]), or of all of them (`$1` and `$2`
+/// only) when the update replaced none: the staged identities are distinct and the team's
+/// writer holds its lock, so none is stored. The primary key refuses a duplicate either way.
+pub fn merge_insert(kind: &RecordKind, anti: bool) -> String {
+    let cols = written_columns(kind);
+    let from: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
+    let mut insert = format!(
+        "INSERT INTO {t} (team_id, {CHANGE_SEQ}, {}) SELECT $1, $2, {} FROM {} s",
+        cols.join(", "),
+        from.join(", "),
+        stage_table(kind),
+        t = table(kind),
+    );
+    if anti {
+        insert.push_str(&format!(
+            " WHERE NOT EXISTS (SELECT 1 FROM {} r WHERE {})",
+            table(kind),
+            staged_match(kind)
+        ));
+    }
+    insert
+}
+
 /// The one-row table of the store's metadata counter (migration 5): bumped by every write
 /// of teams, keys, caps and billing, so instances may cache those and drop them when it
 /// moves ([`crate::store::cached::CachedMeta`]). Like `teams` and `keys`, it is no team's

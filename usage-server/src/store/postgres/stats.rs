@@ -63,6 +63,8 @@ pub fn user_page(
         range.start.map(|s| p.add(Param::Int(s.0))),
         range.end.map(|e| p.add(Param::Int(e.0))),
     );
+    // One grouped scan per table (no per-user lookups: the record tables have no index by
+    // user, which would cost every write more than it saves here).
     for kind in ACTIVITY {
         let t = time_col(kind);
         range_sql.clear();
@@ -73,26 +75,41 @@ pub fn user_page(
             range_sql.push_str(&format!(" AND x.{t} < {e}"));
         }
         days.push(format!(
-            "SELECT {} AS day FROM {} x WHERE x.team_id = u.team_id AND x.api_key = u.api_key AND x.{READABLE}{range_sql}",
+            "SELECT x.api_key, {} AS day FROM {} x WHERE x.team_id = {team} AND x.{READABLE}{range_sql}",
             d.floor_div(&format!("x.{t}"), MICROS_PER_DAY),
             table(kind)
         ));
     }
-    let last = |kind: &RecordKind| {
-        format!(
-            "(SELECT MAX(x.{t}) FROM {} x WHERE x.team_id = u.team_id AND x.api_key = u.api_key AND x.{READABLE})::text",
-            table(kind),
-            t = time_col(kind)
-        )
-    };
+    let last = [
+        &records::AUTOCOMPLETE,
+        &records::CHAT,
+        &records::AGENT_RUNS,
+        &records::COMMAND,
+    ];
+    let mut with = vec![format!(
+        "active AS (SELECT a.api_key, COUNT(DISTINCT a.day) AS n FROM ({}) a GROUP BY a.api_key)",
+        days.join(" UNION ALL ")
+    )];
+    let mut cols = Vec::new();
+    let mut joins = String::new();
+    for (i, kind) in last.iter().enumerate() {
+        with.push(format!(
+            "last{i} AS (SELECT x.api_key, MAX(x.{}) AS t FROM {} x WHERE x.team_id = {team} AND x.{READABLE} \
+             GROUP BY x.api_key)",
+            time_col(kind),
+            table(kind)
+        ));
+        cols.push(format!("l{i}.t::text"));
+        joins.push_str(&format!(
+            " LEFT JOIN last{i} l{i} ON l{i}.api_key = u.api_key"
+        ));
+    }
     let mut sql = format!(
-        "SELECT u.email, u.name, u.api_key, u.team_status, u.disable_vendor::text, u.{signup}::text, \
-         (SELECT COUNT(DISTINCT a.day) FROM ({}) a)::text, {}, {}, {}, {} FROM users u WHERE u.team_id = {team}",
-        days.join(" UNION ALL "),
-        last(&records::AUTOCOMPLETE),
-        last(&records::CHAT),
-        last(&records::AGENT_RUNS),
-        last(&records::COMMAND),
+        "WITH {} SELECT u.email, u.name, u.api_key, u.team_status, u.disable_vendor::text, u.{signup}::text, \
+         COALESCE(a.n, 0)::text, {} FROM users u LEFT JOIN active a ON a.api_key = u.api_key{joins} \
+         WHERE u.team_id = {team}",
+        with.join(", "),
+        cols.join(", "),
         signup = records::SIGNUP_TIME,
     );
     if let Some(g) = group_name {

@@ -9,6 +9,7 @@ use crate::store::{CapStore, NewTeam, RecordStore, TeamStore};
 use usage_core::eval::{EvalError, TeamData};
 use usage_core::plan::{CapScope, Limits};
 use usage_core::schema::Plan;
+use usage_core::schema::records::{RecordKind, RecordType};
 use usage_core::time::Timestamp;
 
 /// The URL of the test database (env `USAGE_TEST_POSTGRES` overrides the default).
@@ -175,12 +176,179 @@ fn ddl_is_pinned() {
     // Migrations are generated from the record tables; a change of a table must come as a
     // new migration, not as an edit of an applied one: these snapshots show every such
     // change (migration 2: identity keys; 3: the readable column; 4: rate buckets;
-    // 5: the change feed).
+    // 5: the change feed; 6: bulk writes).
     insta::assert_snapshot!(migrations()[0]);
     insta::assert_snapshot!("identity_key", migrations()[1]);
     insta::assert_snapshot!("readable", migrations()[2]);
     insta::assert_snapshot!("rate_buckets", migrations()[3]);
     insta::assert_snapshot!("change_feed", migrations()[4]);
+    insta::assert_snapshot!("bulk_write", migrations()[5]);
+}
+
+/// Usage records of `kind` from JSON objects.
+fn parsed(kind: &'static RecordKind, rows: &[serde_json::Value]) -> Vec<usage_core::load::Record> {
+    rows.iter()
+        .map(|r| usage_core::load::parse_record(kind, r, &usage_core::JsonPath::root()).unwrap())
+        .collect()
+}
+
+/// The identity key a write computes is the one migration 2's SQL computes from the stored
+/// columns, byte for byte, for every kind with a record table and text that is awkward to
+/// join (separators, multi-byte characters whose length in characters is not in bytes):
+/// rows stored before migration 6 and rows written after it meet on one key.
+#[tokio::test]
+async fn identity_keys_are_the_ones_the_database_computes() {
+    use serde_json::json;
+    use usage_core::schema::records::{AGENT_LINES, AGENT_TOOL_USAGE, AUTOCOMPLETE, CHAT, PCW};
+    let schema = Schema::new("idk").await;
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    let team = new_team(&store).await;
+    let texts = ["k", "a|b:c", "1:x|2", "ü€𝄞", "", " ", "9"];
+    for kind in [&AUTOCOMPLETE, &PCW, &CHAT, &AGENT_LINES, &AGENT_TOOL_USAGE] {
+        let rows: Vec<serde_json::Value> = texts
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.is_empty())
+            .map(|(i, t)| {
+                let mut r = serde_json::Map::new();
+                for f in kind.fields {
+                    let v = match f.ty {
+                        RecordType::Text => json!(format!("{t}{i}")),
+                        RecordType::Hour => {
+                            json!(Timestamp(3_600_000_000 * (i as i64 + 1)).to_rfc3339())
+                        }
+                        RecordType::Timestamp => {
+                            json!(Timestamp(1_000_001 * (i as i64 + 1)).to_rfc3339())
+                        }
+                        RecordType::Day => json!(format!("2025-01-0{}", i + 1)),
+                        RecordType::Count => json!(i),
+                        RecordType::Bool => json!(i % 2 == 0),
+                        RecordType::Enum(ids) => json!(ids[i % ids.len()]),
+                        RecordType::GroupIds => continue,
+                    };
+                    r.insert(f.name.into(), v);
+                }
+                serde_json::Value::Object(r)
+            })
+            .collect();
+        let records = parsed(kind, &rows);
+        let want: Vec<Vec<u8>> = records
+            .iter()
+            .map(|r| dialect::identity_key_of(r).to_vec())
+            .collect();
+        let n = store
+            .import(
+                &team,
+                kind,
+                crate::store::shared::stream(records),
+                Timestamp(0),
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, Some(rows.len() as u64), "{}", kind.name);
+        let cols: Vec<(String, bool)> = kind
+            .identity
+            .iter()
+            .map(|name| {
+                let f = kind.field(name).unwrap();
+                (
+                    format!("\"{name}\""),
+                    matches!(f.ty, RecordType::Text | RecordType::Enum(_)),
+                )
+            })
+            .collect();
+        let c = store.client().await.unwrap();
+        let got = c
+            .query(
+                format!(
+                    "SELECT identity_key, {} FROM {} WHERE team_id = $1",
+                    dialect::Dialect::identity_key(&dialect::Postgres, &cols),
+                    sql::table(kind)
+                )
+                .as_str(),
+                &[&team],
+            )
+            .await
+            .unwrap();
+        let mut stored: Vec<Vec<u8>> = Vec::new();
+        for row in &got {
+            let (kept, computed): (Vec<u8>, Vec<u8>) = (row.get(0), row.get(1));
+            assert_eq!(kept, computed, "{}", kind.name);
+            stored.push(kept);
+        }
+        let (mut stored, mut want) = (stored, want);
+        stored.sort();
+        want.sort();
+        assert_eq!(stored, want, "{}", kind.name);
+    }
+}
+
+/// A usage write in several rounds: a later record with an earlier one's identity wins,
+/// within a round and across rounds, over a stored row too; the rows a write replaced or
+/// added carry its change number.
+#[tokio::test]
+async fn usage_writes_keep_the_last_record_of_an_identity_across_rounds() {
+    use serde_json::json;
+    use usage_core::schema::records::AUTOCOMPLETE;
+    let schema = Schema::new("rounds").await;
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    let team = new_team(&store).await;
+    let row = |user: usize, n: usize| {
+        json!({"api_key": format!("k{user}"), "hour": Timestamp(3_600_000_000 * (user as i64 % 5)).to_rfc3339(),
+            "language": "go", "ide": "vim", "version": "1.0",
+            "num_acceptances": n, "num_lines_accepted": 1, "num_bytes_accepted": 1})
+    };
+    let import = |rows: Vec<serde_json::Value>| {
+        let records = parsed(&AUTOCOMPLETE, &rows);
+        let store = &store;
+        let team = team.clone();
+        async move {
+            store
+                .import(
+                    &team,
+                    &AUTOCOMPLETE,
+                    crate::store::shared::stream(records),
+                    Timestamp(0),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    const { assert!(super::records::ROUND < 150, "the test spans several rounds") };
+    // 150 users; then users 0-9 again within the same write (a later round).
+    let first: Vec<_> = (0..150)
+        .map(|u| row(u, 1))
+        .chain((0..10).map(|u| row(u, 2)))
+        .collect();
+    assert_eq!(import(first).await, Some(160));
+    // A second write: user 5 twice (the last wins), user 200 new.
+    assert_eq!(
+        import(vec![row(5, 3), row(200, 4), row(5, 5)]).await,
+        Some(3)
+    );
+    let c = store.client().await.unwrap();
+    let rows = c
+        .query(
+            "SELECT api_key, num_acceptances, change_seq FROM rec_autocomplete WHERE team_id = $1",
+            &[&team],
+        )
+        .await
+        .unwrap();
+    let got: std::collections::BTreeMap<String, (i64, i64)> = rows
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect();
+    assert_eq!(rows.len(), 151);
+    assert_eq!(got.len(), 151);
+    for u in (0..150).chain([200]) {
+        let want = match u {
+            5 => (5, 2),
+            200 => (4, 2),
+            u if u < 10 => (2, 1),
+            _ => (1, 1),
+        };
+        assert_eq!(got[&format!("k{u}")], want, "user {u}");
+    }
 }
 
 mod differential {
