@@ -188,6 +188,9 @@ impl PgStore {
             return Ok(None);
         };
         let n = chunk.len() as u64;
+        if n == 0 {
+            return Ok(Some(0));
+        }
         if std::ptr::eq(kind, &records::BILLING) {
             let mut b = Self::read_billing(tx, team, true).await?;
             for r in &chunk {
