@@ -58,50 +58,105 @@ impl PgStore {
         }
     }
 
-    /// Merges one staged round of usage records (already deduplicated, the later record of
-    /// an identity kept) into the record table: binary `COPY` into the session's staging
-    /// table, one `UPDATE` of the stored rows they replace and one `INSERT` of the rest.
+    /// Writes one round of usage records (each identity once, the later record kept, in
+    /// primary-key order). When the team stores none of its identities (every round of a
+    /// first import, or of new data), a binary `COPY` straight into the record table,
+    /// PostgreSQL's batched insert; otherwise a `COPY` into the session's staging table,
+    /// merged by one `UPDATE` of the stored rows it replaces and one `INSERT` of the rest.
+    /// Returns whether it used the staging table (`staged`: a round before it did, so it
+    /// holds that round's rows).
     async fn write_round(
         c: &Transaction<'_>,
         team: &str,
         kind: &'static RecordKind,
         round: Round,
-        seq: i64,
-    ) -> StoreResult<()> {
-        if !round.first {
+        staged: bool,
+    ) -> StoreResult<bool> {
+        if !Self::stores_any(c, team, kind, &round).await? {
+            Self::copy_rows(c, kind, &sql::table(kind), round.rows).await?;
+            return Ok(false);
+        }
+        let stage = sql::stage_table(kind);
+        if staged {
             // Emptied at commit; between rounds, here.
-            c.batch_execute(&format!("TRUNCATE {}", sql::stage_table(kind)))
+            c.batch_execute(&format!("TRUNCATE {stage}"))
                 .await
                 .map_err(pg_err)?;
         }
-        let sink = c
-            .copy_in(
-                format!(
-                    "COPY {} ({}) FROM STDIN (FORMAT binary)",
-                    sql::stage_table(kind),
-                    sql::written_columns(kind).join(", ")
-                )
-                .as_str(),
-            )
-            .await
-            .map_err(pg_err)?;
-        futures_util::pin_mut!(sink);
-        sink.send(bytes::Bytes::from(round.rows))
-            .await
-            .map_err(pg_err)?;
-        sink.finish().await.map_err(pg_err)?;
-        let (lo, hi) = round.span;
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&team, &seq];
+        let (lo, hi) = round.span();
+        Self::copy_rows(c, kind, &stage, round.rows).await?;
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&team];
         if sql::time_keyed(kind) {
             params.extend([&lo as &(dyn ToSql + Sync), &hi]);
         }
         let update = sql::merge_update(kind);
         let replaced = c.execute(update.as_str(), &params).await.map_err(pg_err)?;
         if replaced == 0 {
-            params.truncate(2);
+            params.clear();
         }
         let insert = sql::merge_insert(kind, replaced > 0);
         c.execute(insert.as_str(), &params).await.map_err(pg_err)?;
+        Ok(true)
+    }
+
+    /// Whether the team stores a row of any identity of `round`. For a kind keyed by time,
+    /// first the span of the stored times within the round's (two reads of the primary
+    /// key); only the round's rows in that span are looked up one by one, so a round of
+    /// new times costs a handful of reads (in an import in time order, at most its first
+    /// time meets the round before).
+    pub(super) async fn stores_any(
+        c: &impl GenericClient,
+        team: &str,
+        kind: &'static RecordKind,
+        round: &Round,
+    ) -> StoreResult<bool> {
+        let probe = sql::stored_any(&Postgres, kind);
+        if !sql::time_keyed(kind) {
+            let keys: Vec<&[u8]> = round.keys.iter().map(|k| &k[..]).collect();
+            let row = c
+                .query_one(probe.as_str(), &[&team, &keys])
+                .await
+                .map_err(pg_err)?;
+            return Ok(row.get(0));
+        }
+        let (lo, hi) = round.span();
+        let row = c
+            .query_one(sql::stored_span(kind).as_str(), &[&team, &lo, &hi])
+            .await
+            .map_err(pg_err)?;
+        let (Some(from), Some(to)) = (row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1))
+        else {
+            return Ok(false);
+        };
+        let start = round.times.partition_point(|&t| t < from);
+        let end = round.times.partition_point(|&t| t <= to);
+        if start == end {
+            return Ok(false);
+        }
+        let times = &round.times[start..end];
+        let keys: Vec<&[u8]> = round.keys[start..end].iter().map(|k| &k[..]).collect();
+        let row = c
+            .query_one(probe.as_str(), &[&team, &times, &keys])
+            .await
+            .map_err(pg_err)?;
+        Ok(row.get(0))
+    }
+
+    /// A binary `COPY` of encoded rows ([`encode`]) into `table`: the record table of
+    /// `kind` or its staging table.
+    async fn copy_rows(
+        c: &Transaction<'_>,
+        kind: &'static RecordKind,
+        table: &str,
+        rows: Vec<u8>,
+    ) -> StoreResult<()> {
+        let sink = c
+            .copy_in(sql::copy_in(kind, table).as_str())
+            .await
+            .map_err(pg_err)?;
+        futures_util::pin_mut!(sink);
+        sink.send(bytes::Bytes::from(rows)).await.map_err(pg_err)?;
+        sink.finish().await.map_err(pg_err)?;
         Ok(())
     }
 
@@ -232,14 +287,17 @@ impl PgStore {
         .await
         .map_err(pg_err)?;
         let (send, mut recv) = tokio::sync::mpsc::channel(1);
-        let reader = tokio::task::spawn_blocking(move || stage_rounds(kind, records, &send));
+        let writer = team.to_string();
+        let reader =
+            tokio::task::spawn_blocking(move || stage_rounds(kind, &writer, seq, records, &send));
         let mut n = 0u64;
+        let mut staged = false;
         while let Some(round) = recv.recv().await {
             let Some(round) = round else {
                 return Ok(None);
             };
             n += round.records;
-            Self::write_round(tx, team, kind, round, seq).await?;
+            staged |= Self::write_round(tx, team, kind, round, staged).await?;
         }
         reader
             .await
@@ -255,23 +313,36 @@ impl PgStore {
 pub(super) const ROUND: usize = if cfg!(test) { 64 } else { 50_000 };
 
 /// One round of a usage write: its rows in binary `COPY` form (one per identity, the last
-/// record of each), how many records it read, and the span of their times (inclusive).
-struct Round {
-    first: bool,
+/// record of each, in primary-key order), how many records it read, and each row's time
+/// (a kind keyed by time; none otherwise) and identity key, in row order.
+pub(super) struct Round {
     rows: Vec<u8>,
     records: u64,
-    span: (i64, i64),
+    times: Vec<i64>,
+    keys: Vec<[u8; 32]>,
 }
 
-/// Reads `records` in rounds and sends each encoded, then ends; a bad record sends `None`
-/// after the rest of the stream is read (its source reports every bad record). Stops when
-/// the writer is gone.
+impl Round {
+    /// The first and last time of a kind keyed by time (`(0, 0)` otherwise).
+    fn span(&self) -> (i64, i64) {
+        match (self.times.first(), self.times.last()) {
+            (Some(&lo), Some(&hi)) => (lo, hi),
+            _ => (0, 0),
+        }
+    }
+}
+
+/// Reads `records` in rounds and sends each encoded for `team` and change number `seq`,
+/// then ends; a bad record sends `None` after the rest of the stream is read (its source
+/// reports every bad record). Stops when the writer is gone.
 fn stage_rounds(
     kind: &'static RecordKind,
+    team: &str,
+    seq: i64,
     mut records: RecordStream,
     send: &tokio::sync::mpsc::Sender<Option<Round>>,
 ) {
-    for first in std::iter::once(true).chain(std::iter::repeat(false)) {
+    loop {
         let mut round = Vec::with_capacity(ROUND.min(4096));
         while round.len() < ROUND {
             match records.next() {
@@ -289,7 +360,7 @@ fn stage_rounds(
         }
         let last = round.len() < ROUND;
         if send
-            .blocking_send(Some(encode(kind, &round, first)))
+            .blocking_send(Some(encode(kind, team, seq, &round)))
             .is_err()
             || last
         {
@@ -298,29 +369,47 @@ fn stage_rounds(
     }
 }
 
-/// The rows of a round: each identity once, its last record, with the identity and version
-/// keys the table stores.
-fn encode(kind: &'static RecordKind, round: &[Record], first: bool) -> Round {
+/// The rows of a round for `team` and change number `seq`: each identity once, its last
+/// record, with the identity and version keys the table stores, in the order of the
+/// primary key (time, then identity key), so that the key's index is written page by
+/// page.
+pub(super) fn encode(kind: &'static RecordKind, team: &str, seq: i64, round: &[Record]) -> Round {
     let keys: Vec<[u8; 32]> = round.iter().map(identity_key_of).collect();
     let mut last: HashMap<[u8; 32], usize> = HashMap::with_capacity(keys.len());
     for (i, k) in keys.iter().enumerate() {
         last.insert(*k, i);
     }
+    let time = sql::time_keyed(kind)
+        .then(|| kind.time.and_then(|t| kind.position(t)))
+        .flatten();
+    let time_of = |i: usize| {
+        time.and_then(|t| round[i].values()[t].as_time())
+            .map_or(0, |t| t.0)
+    };
+    // The identities are distinct, so the order is total.
+    let mut order: Vec<usize> = if last.len() < round.len() {
+        last.into_values().collect()
+    } else {
+        (0..round.len()).collect()
+    };
+    order.sort_unstable_by_key(|&i| (time_of(i), keys[i]));
     let version = kind.position("version");
-    let time = kind.time.and_then(|t| kind.position(t));
     let width = sql::written_columns(kind).len();
     let mut out = CopyRows::new();
-    let mut span = (i64::MAX, i64::MIN);
-    for (i, r) in round.iter().enumerate() {
-        if last.len() < round.len() && last[&keys[i]] != i {
-            continue;
-        }
+    for &i in &order {
         out.row(width);
+        out.text(Some(team));
+        out.int(Some(seq));
         out.bytes(Some(&keys[i]));
         if let Some(v) = version {
-            out.bytes(r.values()[v].as_text().map(version_sort_key).as_deref());
+            out.bytes(
+                round[i].values()[v]
+                    .as_text()
+                    .map(version_sort_key)
+                    .as_deref(),
+            );
         }
-        for (f, v) in kind.fields.iter().zip(r.values()) {
+        for (f, v) in kind.fields.iter().zip(round[i].values()) {
             match f.ty {
                 RecordType::Text | RecordType::Enum(_) | RecordType::GroupIds => {
                     out.text(v.as_text());
@@ -332,15 +421,16 @@ fn encode(kind: &'static RecordKind, round: &[Record], first: bool) -> Round {
                 RecordType::Bool => out.boolean(v.as_bool()),
             }
         }
-        if let Some(t) = time.and_then(|t| r.values()[t].as_time()) {
-            span = (span.0.min(t.0), span.1.max(t.0));
-        }
     }
     Round {
-        first,
         rows: out.finish(),
         records: round.len() as u64,
-        span,
+        times: if time.is_some() {
+            order.iter().map(|&i| time_of(i)).collect()
+        } else {
+            Vec::new()
+        },
+        keys: order.iter().map(|&i| keys[i]).collect(),
     }
 }
 

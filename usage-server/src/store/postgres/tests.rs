@@ -351,6 +351,97 @@ async fn usage_writes_keep_the_last_record_of_an_identity_across_rounds() {
     }
 }
 
+/// Whether the team stores any identity of `rows` (as one round of a write would ask).
+async fn stores_any(
+    c: &impl deadpool_postgres::GenericClient,
+    team: &str,
+    kind: &'static RecordKind,
+    rows: &[serde_json::Value],
+) -> bool {
+    let round = super::records::encode(kind, team, 1, &parsed(kind, rows));
+    PgStore::stores_any(c, team, kind, &round).await.unwrap()
+}
+
+/// A round of a usage write is copied straight into the record table only when the team
+/// stores none of its identities: the probe at its edges, for a kind keyed by time (the
+/// stored times meet the round's first or last; an identity stored at another time; the
+/// same identity in another team) and for one keyed by id.
+#[tokio::test]
+async fn a_round_goes_straight_into_the_table_only_when_no_identity_of_it_is_stored() {
+    use serde_json::json;
+    use usage_core::schema::records::{AUTOCOMPLETE, COMMAND};
+    let schema = Schema::new("probe").await;
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    let team = new_team(&store).await;
+    let other = new_team(&store).await;
+    let ac = |user: &str, hour: i64| {
+        json!({"api_key": user, "hour": Timestamp(3_600_000_000 * hour).to_rfc3339(),
+            "language": "go", "ide": "vim", "version": "1.0",
+            "num_acceptances": 1, "num_lines_accepted": 1, "num_bytes_accepted": 1})
+    };
+    let cmd = |id: &str| {
+        json!({"id": id, "api_key": "k", "timestamp": "2025-01-01T00:00:00Z",
+            "language": "go", "ide": "vim", "version": "1.0",
+            "command_source": "COMMAND_REQUEST_SOURCE_DEFAULT",
+            "provider_source": "PROVIDER_SOURCE_COMMAND_EDIT",
+            "lines_added": 1, "lines_removed": 0, "bytes_added": 1, "bytes_removed": 0,
+            "selection_lines": 0, "selection_bytes": 0, "accepted": true})
+    };
+    for (kind, rows) in [
+        (&AUTOCOMPLETE, vec![ac("a", 10), ac("b", 10), ac("a", 11)]),
+        (&COMMAND, vec![cmd("x1"), cmd("x2")]),
+    ] {
+        let records = crate::store::shared::stream(parsed(kind, &rows));
+        let written = store.import(&team, kind, records, Timestamp(0)).await;
+        assert_eq!(written.unwrap(), Some(rows.len() as u64));
+    }
+    let c = store.client().await.unwrap();
+    let cases = [
+        (
+            "after the stored times",
+            vec![ac("a", 12), ac("c", 13)],
+            false,
+        ),
+        ("before them", vec![ac("a", 5), ac("c", 9)], false),
+        (
+            "a new identity at the last stored time",
+            vec![ac("c", 11), ac("a", 12)],
+            false,
+        ),
+        (
+            "a stored user at another stored time",
+            vec![ac("b", 11), ac("c", 12)],
+            false,
+        ),
+        (
+            "a stored identity last",
+            vec![ac("c", 9), ac("b", 10)],
+            true,
+        ),
+        (
+            "a stored identity first",
+            vec![ac("a", 11), ac("z", 20)],
+            true,
+        ),
+        (
+            "all stored",
+            vec![ac("a", 10), ac("b", 10), ac("a", 11)],
+            true,
+        ),
+    ];
+    for (what, rows, want) in cases {
+        assert_eq!(
+            stores_any(&c, &team, &AUTOCOMPLETE, &rows).await,
+            want,
+            "{what}"
+        );
+    }
+    assert!(!stores_any(&c, &other, &AUTOCOMPLETE, &[ac("a", 10)]).await);
+    assert!(!stores_any(&c, &team, &COMMAND, &[cmd("x3")]).await);
+    assert!(stores_any(&c, &team, &COMMAND, &[cmd("x3"), cmd("x2")]).await);
+    assert!(!stores_any(&c, &other, &COMMAND, &[cmd("x1")]).await);
+}
+
 mod differential {
     //! The PostgreSQL store against the in-memory evaluator: random datasets of every
     //! record kind (one fresh team each) and random valid requests, through the store's
