@@ -127,6 +127,18 @@ pub struct PgStore {
     unreadable: Unreadable,
 }
 
+/// Settings of every store session, each unless the store URL's `options` set it.
+/// Analytics groups whole tables (distinct counts, GROUP BY), and PostgreSQL's planner
+/// guesses a grouping by several columns at a tenth of the rows (a million groups for a
+/// 10M-row team grouped by day, IDE and user, where there are 289 thousand):
+/// - `work_mem`: memory to sort and hash without spilling;
+/// - `hash_mem_multiplier`: 4x `work_mem` for hash tables (256 MiB), so that the planner
+///   hashes such a grouping in memory (90 MiB) instead of sorting 650 MiB on disk: Q3 of
+///   the benchmark at 10M rows 7.0 s -> 3.8 s (BENCHMARKS.md, "Session 8"). A cap, not
+///   an allocation: a grouping takes what its groups need.
+pub const SESSION_SETTINGS: [(&str, &str); 2] =
+    [("work_mem", "64MB"), ("hash_mem_multiplier", "4")];
+
 impl PgStore {
     /// Connects to `url` (`postgres://user@host:port/db`, optionally with
     /// `?options=-csearch_path%3Dschema`) and applies the migrations. TLS is off. No cache:
@@ -145,12 +157,13 @@ impl PgStore {
     pub async fn open_with(url: &str, cache: cache::CacheConfig) -> StoreResult<PgStore> {
         let mut cfg = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL URL: {e}")))?;
-        // Analytics sorts and hashes whole tables (COUNT DISTINCT, GROUP BY): give each
-        // session enough memory to do it without spilling, unless the URL sets it.
-        let options = cfg.get_options().unwrap_or_default().to_string();
-        if !options.contains("work_mem") {
-            cfg.options(format!("{options} -c work_mem=64MB").trim());
+        let mut options = cfg.get_options().unwrap_or_default().to_string();
+        for (name, value) in SESSION_SETTINGS {
+            if !options.contains(name) {
+                options = format!("{options} -c {name}={value}").trim().to_string();
+            }
         }
+        cfg.options(&options);
         let mgr = Manager::from_config(
             cfg.clone(),
             NoTls,

@@ -386,17 +386,19 @@ pub(super) fn encode(kind: &'static RecordKind, team: &str, seq: i64, round: &[R
         time.and_then(|t| round[i].values()[t].as_time())
             .map_or(0, |t| t.0)
     };
-    // The identities are distinct, so the order is total.
-    let mut order: Vec<usize> = if last.len() < round.len() {
+    // (time, identity key, record): the identities are distinct, so the order is total.
+    let kept: Vec<usize> = if last.len() < round.len() {
         last.into_values().collect()
     } else {
         (0..round.len()).collect()
     };
-    order.sort_unstable_by_key(|&i| (time_of(i), keys[i]));
+    let mut order: Vec<(i64, [u8; 32], usize)> =
+        kept.into_iter().map(|i| (time_of(i), keys[i], i)).collect();
+    order.sort_unstable();
     let version = kind.position("version");
     let width = sql::written_columns(kind).len();
     let mut out = CopyRows::new();
-    for &i in &order {
+    for &(_, _, i) in &order {
         out.row(width);
         out.text(Some(team));
         out.int(Some(seq));
@@ -426,11 +428,11 @@ pub(super) fn encode(kind: &'static RecordKind, team: &str, seq: i64, round: &[R
         rows: out.finish(),
         records: round.len() as u64,
         times: if time.is_some() {
-            order.iter().map(|&i| time_of(i)).collect()
+            order.iter().map(|&(t, _, _)| t).collect()
         } else {
             Vec::new()
         },
-        keys: order.iter().map(|&i| keys[i]).collect(),
+        keys: order.iter().map(|&(_, k, _)| k).collect(),
     }
 }
 
