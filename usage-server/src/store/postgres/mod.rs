@@ -134,10 +134,30 @@ pub struct PgStore {
 /// - `work_mem`: memory to sort and hash without spilling;
 /// - `hash_mem_multiplier`: 4x `work_mem` for hash tables (256 MiB), so that the planner
 ///   hashes such a grouping in memory (90 MiB) instead of sorting 650 MiB on disk: Q3 of
-///   the benchmark at 10M rows 7.0 s -> 3.8 s (BENCHMARKS.md, "Session 8"). A cap, not
+///   the benchmark at 10M rows 6.2 s -> 3.2 s (BENCHMARKS.md, "Session 8"). A cap, not
 ///   an allocation: a grouping takes what its groups need.
 pub const SESSION_SETTINGS: [(&str, &str); 2] =
     [("work_mem", "64MB"), ("hash_mem_multiplier", "4")];
+
+/// Whether PostgreSQL startup `options` (`-c name=value`, `-cname=value` or
+/// `--name=value`, space-separated) set the setting `name` (not merely one whose name ends
+/// in it, as `maintenance_work_mem` does in `work_mem`).
+fn sets(options: &str, name: &str) -> bool {
+    let mut words = options.split_whitespace();
+    while let Some(w) = words.next() {
+        let setting = match w {
+            "-c" => words.next().unwrap_or_default(),
+            w => w
+                .strip_prefix("-c")
+                .or_else(|| w.strip_prefix("--"))
+                .unwrap_or_default(),
+        };
+        if setting.split('=').next() == Some(name) {
+            return true;
+        }
+    }
+    false
+}
 
 impl PgStore {
     /// Connects to `url` (`postgres://user@host:port/db`, optionally with
@@ -159,7 +179,7 @@ impl PgStore {
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL URL: {e}")))?;
         let mut options = cfg.get_options().unwrap_or_default().to_string();
         for (name, value) in SESSION_SETTINGS {
-            if !options.contains(name) {
+            if !sets(&options, name) {
                 options = format!("{options} -c {name}={value}").trim().to_string();
             }
         }

@@ -351,6 +351,37 @@ async fn usage_writes_keep_the_last_record_of_an_identity_across_rounds() {
     }
 }
 
+/// The store's session settings give way to the URL's options, setting by setting, and
+/// its sessions run with them.
+#[tokio::test]
+async fn sessions_take_the_store_settings_unless_the_url_sets_them() {
+    assert!(sets("-c work_mem=1GB", "work_mem"));
+    assert!(sets("-cwork_mem=1GB", "work_mem"));
+    assert!(sets("--work_mem=1GB", "work_mem"));
+    assert!(sets(
+        "-c search_path=x -c hash_mem_multiplier=2",
+        "hash_mem_multiplier"
+    ));
+    assert!(!sets("-c maintenance_work_mem=1GB", "work_mem"));
+    assert!(!sets("-csearch_path=work_mem", "work_mem"));
+    assert!(!sets("-c", "work_mem"));
+    assert!(!sets("", "work_mem"));
+    let schema = Schema::new("settings").await;
+    let store = PgStore::open(&schema.url()).await.unwrap();
+    let c = store.client().await.unwrap();
+    for (name, value) in SESSION_SETTINGS {
+        let row = c.query_one(&format!("SHOW {name}"), &[]).await.unwrap();
+        assert_eq!(row.get::<_, String>(0), value, "{name}");
+    }
+    let url = format!("{}%20-chash_mem_multiplier%3D2", schema.url());
+    let store = PgStore::open(&url).await.unwrap();
+    let c = store.client().await.unwrap();
+    let row = c.query_one("SHOW hash_mem_multiplier", &[]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), "2");
+    let row = c.query_one("SHOW work_mem", &[]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), "64MB");
+}
+
 /// Whether the team stores any identity of `rows` (as one round of a write would ask).
 async fn stores_any(
     c: &impl deadpool_postgres::GenericClient,
