@@ -427,40 +427,27 @@ async fn a_round_goes_straight_into_the_table_only_when_no_identity_of_it_is_sto
         assert_eq!(written.unwrap(), Some(rows.len() as u64));
     }
     let c = store.client().await.unwrap();
-    let cases = [
-        (
-            "after the stored times",
-            vec![ac("a", 12), ac("c", 13)],
-            false,
-        ),
-        ("before them", vec![ac("a", 5), ac("c", 9)], false),
+    // (what, the round's rows as (user, hour), whether the team stores any of them)
+    type Case<'a> = (&'a str, &'a [(&'a str, i64)], bool);
+    let cases: [Case; 7] = [
+        ("after the stored times", &[("a", 12), ("c", 13)], false),
+        ("before them", &[("a", 5), ("c", 9)], false),
         (
             "a new identity at the last stored time",
-            vec![ac("c", 11), ac("a", 12)],
+            &[("c", 11), ("a", 12)],
             false,
         ),
         (
             "a stored user at another stored time",
-            vec![ac("b", 11), ac("c", 12)],
+            &[("b", 11), ("c", 12)],
             false,
         ),
-        (
-            "a stored identity last",
-            vec![ac("c", 9), ac("b", 10)],
-            true,
-        ),
-        (
-            "a stored identity first",
-            vec![ac("a", 11), ac("z", 20)],
-            true,
-        ),
-        (
-            "all stored",
-            vec![ac("a", 10), ac("b", 10), ac("a", 11)],
-            true,
-        ),
+        ("a stored identity last", &[("c", 9), ("b", 10)], true),
+        ("a stored identity first", &[("a", 11), ("z", 20)], true),
+        ("all stored", &[("a", 10), ("b", 10), ("a", 11)], true),
     ];
     for (what, rows, want) in cases {
+        let rows: Vec<_> = rows.iter().map(|&(user, hour)| ac(user, hour)).collect();
         assert_eq!(
             stores_any(&c, &team, &AUTOCOMPLETE, &rows).await,
             want,
