@@ -63,8 +63,8 @@ impl PgStore {
     /// first import, or of new data), a binary `COPY` straight into the record table,
     /// PostgreSQL's batched insert; otherwise a `COPY` into the session's staging table,
     /// merged by one `UPDATE` of the stored rows it replaces and one `INSERT` of the rest.
-    /// Returns whether it used the staging table (`staged`: a round before it did, so it
-    /// holds that round's rows).
+    /// Returns whether it used the staging table (`staged`: a round of the write before it
+    /// did); a write whose rounds all go straight in never touches it.
     async fn write_round(
         c: &Transaction<'_>,
         team: &str,
@@ -77,12 +77,17 @@ impl PgStore {
             return Ok(false);
         }
         let stage = sql::stage_table(kind);
-        if staged {
-            // Emptied at commit; between rounds, here.
-            c.batch_execute(&format!("TRUNCATE {stage}"))
-                .await
-                .map_err(pg_err)?;
-        }
+        // The write's first staged round makes sure the session has the table (empty: it
+        // is emptied at commit); a later one empties it of the round before.
+        let prepare = if staged {
+            format!("TRUNCATE {stage}")
+        } else {
+            format!(
+                "SET LOCAL client_min_messages = warning; {}",
+                sql::create_stage(&Postgres, kind)
+            )
+        };
+        c.batch_execute(&prepare).await.map_err(pg_err)?;
         let (lo, hi) = round.span();
         Self::copy_rows(c, kind, &stage, round.rows).await?;
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&team];
@@ -280,12 +285,6 @@ impl PgStore {
         records: RecordStream,
         seq: i64,
     ) -> StoreResult<Option<u64>> {
-        tx.batch_execute(&format!(
-            "SET LOCAL client_min_messages = warning; {}",
-            sql::create_stage(&Postgres, kind)
-        ))
-        .await
-        .map_err(pg_err)?;
         let (send, mut recv) = tokio::sync::mpsc::channel(1);
         let writer = team.to_string();
         let reader =
