@@ -411,6 +411,33 @@ impl<'a> IntoIterator for &'a Violations {
     }
 }
 
+/// The most bytes of a value that an error message repeats (contract section 11).
+pub const ECHO_BYTES: usize = 256;
+
+/// The longest name (in bytes) that gets a "did you mean" (contract section 11): the
+/// comparison costs the product of the lengths, so a longer name is no typo worth it.
+pub const SUGGEST_BYTES: usize = 64;
+
+/// A value as an error message repeats it: whole when it is at most [`ECHO_BYTES`] bytes,
+/// else its first bytes (up to a character boundary) marked `…`.
+///
+/// ```
+/// use usage_core::error::echo;
+/// assert_eq!(echo("PYTHON"), "PYTHON");
+/// let long = "é".repeat(200);
+/// assert_eq!(echo(&long), format!("{}…", "é".repeat(128)));
+/// ```
+pub fn echo(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= ECHO_BYTES {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut end = ECHO_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &s[..end]))
+}
+
 /// Edit distance, for "did you mean" suggestions.
 pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
@@ -433,9 +460,15 @@ pub(crate) fn did_you_mean<'a>(
     given: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    if given.len() > SUGGEST_BYTES {
+        return None;
+    }
     let given_l = given.to_ascii_lowercase();
+    let given_chars = given.chars().count();
     candidates
         .into_iter()
+        // The distance is at least the difference of the lengths: skip what cannot pass.
+        .filter(|c| given_chars.abs_diff(c.chars().count()) <= 2.max(c.len() / 4))
         .map(|c| (edit_distance(&given_l, &c.to_ascii_lowercase()), c))
         .filter(|(d, c)| *d <= 2.max(c.len() / 4) && *d < c.len())
         .min_by_key(|(d, _)| *d)
@@ -550,6 +583,30 @@ mod tests {
             did_you_mean("dataSorce", ["data_source", "dataSource"]),
             Some("dataSource")
         );
+        // Names of at most SUGGEST_BYTES get one; one byte more gets none.
+        let long = "a".repeat(SUGGEST_BYTES);
+        let typo = format!("{}b", &long[1..]);
+        assert_eq!(did_you_mean(&typo, [long.as_str()]), Some(long.as_str()));
+        let longer = format!("{long}c");
+        let typo = format!("{}b", &longer[1..]);
+        assert_eq!(typo.len(), SUGGEST_BYTES + 1);
+        assert_eq!(did_you_mean(&typo, [longer.as_str()]), None);
+        // The length difference alone rules a candidate out, in characters.
+        assert_eq!(did_you_mean("éée", ["eee"]), Some("eee"));
+        assert_eq!(did_you_mean("ab", ["abcdef"]), None);
+    }
+
+    #[test]
+    fn echoes_are_cut_at_256_bytes_on_a_character() {
+        assert_eq!(echo(""), "");
+        let edge = "x".repeat(ECHO_BYTES);
+        assert_eq!(echo(&edge), edge.as_str());
+        let over = format!("{edge}y");
+        assert_eq!(echo(&over), format!("{edge}…"));
+        // A 4-byte character across the cut is left out whole.
+        let s = format!("{}{}", "x".repeat(ECHO_BYTES - 2), "𝄞".repeat(3));
+        assert_eq!(echo(&s), format!("{}…", "x".repeat(ECHO_BYTES - 2)));
+        assert!(echo(&"€".repeat(10_000)).len() <= ECHO_BYTES + '…'.len_utf8());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, Violations, suggestion};
+use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, Violations, echo, suggestion};
 use crate::plan::Limits;
 use crate::schema::records::{RecordKind, RecordType, kind_names};
 use crate::time::{Date, TimeError, Timestamp};
@@ -297,9 +297,11 @@ pub fn parse_record_text(
     text: &str,
     at: &JsonPath,
 ) -> Option<Result<Record, Vec<Violation>>> {
-    let pairs: Pairs<'_> = serde_json::from_str(text).ok()?;
-    let n = pairs.0.len();
-    if (0..n).any(|i| pairs.0[i + 1..].iter().any(|(k, _)| *k == pairs.0[i].0)) {
+    let text = crate::wire::decode::integer_zeros(text.as_bytes());
+    let pairs: Pairs<'_> = serde_json::from_slice(&text).ok()?;
+    let mut keys: Vec<&str> = pairs.0.iter().map(|(k, _)| &**k).collect();
+    keys.sort_unstable();
+    if keys.windows(2).any(|w| w[0] == w[1]) {
         return None;
     }
     let mut found = Vec::new();
@@ -363,13 +365,14 @@ fn check_fields(
         if kind.field(key).is_none() && !camels.iter().any(|c| c == key) {
             let names: Vec<_> = kind.fields.iter().map(|f| f.name).collect();
             let msg = format!(
-                "unknown field `{key}` of a {} record (fields: {}){}",
+                "unknown field `{}` of a {} record (fields: {}){}",
+                echo(key),
                 kind.name,
                 names.join(", "),
                 suggestion(key, names.iter().copied())
             );
             push(Violation::new(
-                at.key(key.to_string(), unknown_rank),
+                at.key(echo(key).into_owned(), unknown_rank),
                 Rule::UnknownField,
                 msg,
             ));
@@ -461,7 +464,7 @@ fn storable_text(s: &str) -> Result<&str, (Rule, String)> {
 
 /// The message of a time or date that does not parse or lies outside the kept range.
 fn time_error(s: &str, e: TimeError, form: &str) -> (Rule, String) {
-    let shown: String = s.chars().take(64).collect();
+    let shown = echo(s);
     match e {
         TimeError::Syntax => (Rule::InvalidValue, format!("\"{shown}\" is not {form}")),
         TimeError::Range => (Rule::InvalidValue, format!("\"{shown}\" {e}")),
@@ -490,11 +493,23 @@ fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, 
             let s = text()?;
             let t = Timestamp::read_rfc3339(s)
                 .map_err(|e| time_error(s, e, "an RFC 3339 timestamp"))?;
+            if t > Timestamp::RECORD_MAX {
+                return Err((
+                    Rule::InvalidValue,
+                    format!(
+                        "\"{}\" is after {}, the last time a record may hold (its local date is \
+                         at most 9999-12-31 at every offset)",
+                        crate::error::echo(s),
+                        Timestamp::RECORD_MAX.to_rfc3339()
+                    ),
+                ));
+            }
             if ty == RecordType::Hour && !t.is_hour_start() {
                 return Err((
                     Rule::InvalidValue,
                     format!(
-                        "\"{s}\" is not the start of an hour (minutes and seconds must be 0 in UTC)"
+                        "\"{}\" is not the start of an hour (minutes and seconds must be 0 in UTC)",
+                        echo(s)
                     ),
                 ));
             }
@@ -531,7 +546,8 @@ fn parse_field(ty: RecordType, required: bool, x: &Value) -> Result<FieldValue, 
                 Err((
                     Rule::UnknownEnumValue,
                     format!(
-                        "unknown value `{s}` (allowed: {}){}",
+                        "unknown value `{}` (allowed: {}){}",
+                        echo(s),
                         ids.join(", "),
                         suggestion(s, ids.iter().copied())
                     ),
@@ -588,7 +604,8 @@ pub fn ingest(req: &IngestRequest, limits: &Limits) -> Result<Batch, Violations>
             None => {
                 let names = kind_names();
                 let msg = format!(
-                    "`kind`: unknown record kind `{k}` (allowed: {}){}",
+                    "`kind`: unknown record kind `{}` (allowed: {}){}",
+                    echo(k),
                     names.join(", "),
                     suggestion(k, names.iter().copied())
                 );
@@ -664,7 +681,7 @@ mod tests {
         match field {
             "billing_cycle_start" => m.insert(
                 "billing_cycle_end".into(),
-                json!(Timestamp::MAX.to_rfc3339()),
+                json!(Timestamp::RECORD_MAX.to_rfc3339()),
             ),
             "billing_cycle_end" => m.insert(
                 "billing_cycle_start".into(),
@@ -722,9 +739,9 @@ mod tests {
                     }
                     RecordType::Hour | RecordType::Timestamp => {
                         let last = if f.ty == RecordType::Hour {
-                            Timestamp::MAX.hour_start()
+                            Timestamp::RECORD_MAX.hour_start()
                         } else {
-                            Timestamp::MAX
+                            Timestamp::RECORD_MAX
                         };
                         for &off in &offsets {
                             let sign = if off < 0 { '-' } else { '+' };
@@ -771,7 +788,7 @@ mod tests {
                             let r = parse_with(kind, f.name, v).unwrap();
                             assert_eq!(r.get(f.name), &FieldValue::Count(n));
                         }
-                        let minus_zero: Value = serde_json::from_str("-0").unwrap();
+                        let minus_zero: Value = crate::wire::decode::parse_json(b"-0").unwrap();
                         let r = parse_with(kind, f.name, minus_zero).unwrap();
                         assert_eq!(r.get(f.name), &FieldValue::Count(0));
                         refused(json!("9223372036854775808"));

@@ -40,8 +40,12 @@ pub struct Limits {
     pub emails: usize,
     /// Records per `Ingest` request.
     pub ingest_records: usize,
-    /// Items per query result.
+    /// Items of a whole `Analytics` answer, its queries together (contract section 11).
     pub result_items: usize,
+    /// Bytes of a whole `Analytics` answer, counted as the lengths of its items' aliases
+    /// and values (an extension of section 9: an answer's memory grows with its cells,
+    /// not only its items).
+    pub result_bytes: usize,
 }
 
 impl Default for Limits {
@@ -54,6 +58,7 @@ impl Default for Limits {
             emails: 10_000,
             ingest_records: 10_000,
             result_items: 100_000,
+            result_bytes: 64 << 20,
         }
     }
 }

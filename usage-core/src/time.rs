@@ -100,6 +100,9 @@ impl Timestamp {
     pub const MIN: Timestamp = Timestamp(0);
     /// The latest instant the service keeps: 9999-12-31T23:59:59.999999Z.
     pub const MAX: Timestamp = Timestamp((Date::MAX.0 as i64 + 1) * MICROS_PER_DAY - 1);
+    /// The latest time a record may hold: 9999-12-31T09:59:59.999999Z, so that its local
+    /// date at any offset (up to +14:00) or zone is at most 9999-12-31 (contract section 11).
+    pub const RECORD_MAX: Timestamp = Timestamp(Timestamp::MAX.0 - 14 * MICROS_PER_HOUR);
 
     /// This instant, if it lies within [`Timestamp::MIN`] ..= [`Timestamp::MAX`].
     ///
@@ -398,6 +401,14 @@ mod tests {
     #[test]
     fn range_ends_in_every_offset() {
         assert_eq!(Timestamp::MAX.to_rfc3339(), "9999-12-31T23:59:59.999999Z");
+        assert_eq!(
+            Timestamp::RECORD_MAX.to_rfc3339(),
+            "9999-12-31T09:59:59.999999Z"
+        );
+        assert_eq!(
+            Timestamp::RECORD_MAX.plus_minutes(14 * 60).date(),
+            Date::MAX
+        );
         assert_eq!(Date::MAX.to_iso(), "9999-12-31");
         assert_eq!(Date::MAX.start().date(), Date::MAX);
         for offset_min in (-14 * 60..=14 * 60i32).step_by(15) {

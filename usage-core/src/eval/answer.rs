@@ -64,6 +64,17 @@ pub fn item(pairs: impl IntoIterator<Item = (String, Value)>) -> ResponseItem {
     }
 }
 
+/// The bytes an item counts toward [`Limits::result_bytes`](crate::plan::Limits): the
+/// lengths of its aliases and values.
+pub fn item_bytes(item: &ResponseItem) -> usize {
+    item.item.0.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+/// The bytes of a query's answer, as [`item_bytes`] counts them.
+pub fn result_bytes(result: &crate::wire::QueryResult) -> usize {
+    result.response_items.iter().map(item_bytes).sum()
+}
+
 /// The `metadata` value of the agent source: `{"email":"..."}` of the user owning the
 /// record's `api_key`, or `{}` without one (no whitespace, JSON escapes).
 pub fn metadata(email: Option<&str>) -> String {

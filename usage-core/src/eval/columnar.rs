@@ -25,6 +25,7 @@
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
+use super::answer::item_bytes;
 use super::answer::{item, metadata};
 use super::select::{
     Bitmap, Pred, RangeSet, Sel, instant_set, key_range, scan, select, text_pred, time_range_pred,
@@ -277,6 +278,10 @@ struct Keys {
     card: u64,
     /// Beyond this many codes, renumber to the distinct ones.
     max_card: u64,
+    /// The most distinct codes wanted: past it, the keys stop being computed (`over`).
+    bound: u64,
+    /// More than `bound` distinct codes were found; `codes` are then meaningless.
+    over: bool,
 }
 
 impl Keys {
@@ -287,11 +292,33 @@ impl Keys {
             // At most 2^32, so that after renumbering (at most one code per row, fewer
             // than 2^32 rows) a product with the next field fits a u64.
             max_card: max_card.clamp(1, 1 << 32),
+            bound: u64::MAX,
+            over: false,
         }
     }
 
-    /// Renumbers the codes to the distinct ones, keeping their order.
+    /// [`Keys::new`] that stops, marked `over`, as soon as it knows of more than `bound`
+    /// distinct codes: each field only splits the groups of the ones before it, so the
+    /// groups can only grow from there.
+    fn bounded(n: usize, max_card: u64, bound: u64) -> Keys {
+        Keys {
+            bound,
+            ..Keys::new(n, max_card)
+        }
+    }
+
+    /// Marks the keys `over` when `distinct` codes are more than wanted.
+    fn check(&mut self, distinct: usize) -> bool {
+        self.over |= distinct as u64 > self.bound;
+        self.over
+    }
+
+    /// Renumbers the codes to the distinct ones, keeping their order (or stops, `over`,
+    /// at the first code past the bound).
     fn compact(&mut self) {
+        if self.over {
+            return;
+        }
         let mut ids: HashMap<u64, u32> = HashMap::new();
         let mut distinct: Vec<u64> = Vec::new();
         for c in &mut self.codes {
@@ -300,6 +327,10 @@ impl Keys {
                 (distinct.len() - 1) as u32
             });
             *c = u64::from(id);
+            if distinct.len() as u64 > self.bound {
+                self.over = true;
+                return;
+            }
         }
         let mut order: Vec<u32> = (0..distinct.len() as u32).collect();
         order.sort_unstable_by_key(|&i| distinct[i as usize]);
@@ -318,6 +349,9 @@ impl Keys {
         let Some(col) = acc.column() else {
             return;
         };
+        if self.over {
+            return;
+        }
         let data = &col.data;
         // Each arm picks a coding: a lookup table, an offset, a computed bucket, or the rank
         // among the distinct values (sparse fields).
@@ -402,6 +436,9 @@ impl Keys {
         if self.card.checked_mul(card).is_none_or(|p| p > u64::MAX / 2) {
             self.compact();
         }
+        if self.over {
+            return;
+        }
         let codes = &mut self.codes;
         if self.card == 1 {
             scan(data, sel, |k, v| codes[k] = code(v));
@@ -420,6 +457,9 @@ impl Keys {
         scan(data, sel, |_, v| distinct.push(key(v)));
         distinct.sort_unstable();
         distinct.dedup();
+        if self.check(distinct.len()) {
+            return;
+        }
         let card = distinct.len().max(1) as u64;
         self.combine(data, sel, card, |v| {
             distinct.binary_search(&key(v)).unwrap_or(0) as u64
@@ -462,15 +502,25 @@ struct Groups {
 }
 
 impl Groups {
-    fn new(fields: &[(Access<'_>, ValueType)], sel: &Sel, ctx: &Ctx<'_>) -> Groups {
+    /// The groups of the selected rows by `fields`; `Err(())` as soon as it is known that
+    /// they are more than `limit`.
+    fn new(
+        fields: &[(Access<'_>, ValueType)],
+        sel: &Sel,
+        ctx: &Ctx<'_>,
+        limit: usize,
+    ) -> Result<Groups, ()> {
         let (codes, card) = if fields.is_empty() {
             (None, 1)
         } else {
             // Accumulators are indexed by code: keep them near the number of rows.
             let max_card = DENSE_MAX.min(4 * sel.len() as u64 + 1024);
-            let mut keys = Keys::new(sel.len(), max_card);
+            let mut keys = Keys::bounded(sel.len(), max_card, limit as u64);
             for (acc, ty) in fields {
                 keys.push(*acc, sel, Some(*ty), ctx);
+                if keys.over {
+                    return Err(());
+                }
             }
             let codes: Vec<u32> = keys.codes.iter().map(|&c| c as u32).collect();
             (Some(codes), keys.card as usize)
@@ -493,12 +543,12 @@ impl Groups {
                 }
             }
         }
-        Groups {
+        Ok(Groups {
             codes,
             card,
             counts,
             reps,
-        }
+        })
     }
 
     #[inline]
@@ -699,13 +749,49 @@ fn sort_raw(table: &Table, rows: &mut [usize]) {
     });
 }
 
-/// Evaluates one validated query; `Err(n)` when its answer has `n` items, more than
-/// `limit`.
-pub(crate) fn evaluate(
-    plan: &QueryPlan,
-    ctx: &Ctx<'_>,
-    limit: usize,
-) -> Result<QueryResult, usize> {
+/// What an answer may still hold (contract section 11, cost bounds).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Room {
+    /// Items.
+    pub(crate) items: usize,
+    /// Bytes of aliases and values ([`item_bytes`]).
+    pub(crate) bytes: usize,
+}
+
+/// The bound an answer passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Over {
+    /// More items than [`Room::items`].
+    Items,
+    /// More bytes than [`Room::bytes`].
+    Bytes,
+}
+
+/// The items of `items` while they fit in `bytes`: the answer stops at the first item past
+/// them.
+fn within(
+    items: impl Iterator<Item = ResponseItem>,
+    n: usize,
+    bytes: usize,
+) -> Result<Vec<ResponseItem>, Over> {
+    let mut used = 0usize;
+    let mut out = Vec::with_capacity(n);
+    for it in items {
+        used += item_bytes(&it);
+        if used > bytes {
+            return Err(Over::Bytes);
+        }
+        out.push(it);
+    }
+    Ok(out)
+}
+
+/// Evaluates one validated query within `room`. Past the room's items, it stops as soon as
+/// that is known: before raw rows are sorted or read, and while a group-by's keys are
+/// computed; past its bytes, at the item that passes them. The item bound is checked
+/// first.
+pub(crate) fn evaluate(plan: &QueryPlan, ctx: &Ctx<'_>, room: Room) -> Result<QueryResult, Over> {
+    let limit = room.items;
     let table = ctx.table;
     let mut preds = Vec::new();
     if let Some(allowed) = ctx.allowed_keys {
@@ -740,14 +826,18 @@ pub(crate) fn evaluate(
                 .iter()
                 .map(|name| table.column(name).map_or(0, |c| total(&c.data, &sel)))
                 .collect();
-            vec![item(plan.selections.iter().map(|s| {
+            if limit == 0 {
+                return Err(Over::Items);
+            }
+            let one = item(plan.selections.iter().map(|s| {
                 let v = pcw_value(s.field.field().expr, &sums).unwrap_or(Value::Null);
                 (s.alias.clone(), v)
-            }))]
+            }));
+            within(std::iter::once(one), 1, room.bytes)?
         }
         QueryShape::Raw => {
             if sel.len() > limit {
-                return Err(sel.len());
+                return Err(Over::Items);
             }
             let mut rows: Vec<usize> = (0..sel.len()).map(|k| sel.row(k)).collect();
             sort_raw(table, &mut rows);
@@ -756,16 +846,15 @@ pub(crate) fn evaluate(
                 .iter()
                 .map(|s| Access::of(table, s.field))
                 .collect();
-            rows.iter()
-                .map(|&r| {
-                    item(
-                        plan.selections
-                            .iter()
-                            .zip(&access)
-                            .map(|(s, a)| (s.alias.clone(), a.value(r, ctx))),
-                    )
-                })
-                .collect()
+            let items = rows.iter().map(|&r| {
+                item(
+                    plan.selections
+                        .iter()
+                        .zip(&access)
+                        .map(|(s, a)| (s.alias.clone(), a.value(r, ctx))),
+                )
+            });
+            within(items, rows.len(), room.bytes)?
         }
         QueryShape::Total | QueryShape::Grouped | QueryShape::GroupValues => {
             let fields: Vec<(Access<'_>, ValueType)> = plan
@@ -773,14 +862,21 @@ pub(crate) fn evaluate(
                 .iter()
                 .map(|g| (Access::of(table, g.field), g.field.field().ty))
                 .collect();
-            let groups = Groups::new(&fields, &sel, ctx);
+            let bound = if plan.shape == QueryShape::Total {
+                usize::MAX
+            } else {
+                limit
+            };
+            let Ok(groups) = Groups::new(&fields, &sel, ctx, bound) else {
+                return Err(Over::Items);
+            };
             let present: Vec<usize> = if plan.shape == QueryShape::Total {
                 vec![0]
             } else {
                 groups.present().collect()
             };
             if present.len() > limit {
-                return Err(present.len());
+                return Err(Over::Items);
             }
             let values: Vec<Vec<Value>> = if plan.shape == QueryShape::GroupValues {
                 Vec::new()
@@ -790,38 +886,113 @@ pub(crate) fn evaluate(
                     .map(|s| aggregate(s, &groups, &sel, ctx))
                     .collect()
             };
-            present
-                .iter()
-                .map(|&g| {
-                    let rep = groups.reps[g] as usize;
-                    let group_value = |i: usize| fields[i].0.value(rep, ctx);
-                    let sels = plan.selections.iter().enumerate().map(|(j, s)| {
-                        let v = if plan.shape == QueryShape::GroupValues {
-                            let i = plan
-                                .group_by
-                                .iter()
-                                .position(|gp| gp.field == s.field)
-                                .unwrap_or(0);
-                            group_value(i)
-                        } else {
-                            values[j][g].clone()
-                        };
-                        (s.alias.clone(), v)
-                    });
-                    let grp = plan
-                        .group_by
-                        .iter()
-                        .enumerate()
-                        .map(|(i, gp)| (gp.alias.clone(), group_value(i)));
-                    item(sels.chain(grp).collect::<Vec<_>>())
-                })
-                .collect()
+            let items = present.iter().map(|&g| {
+                let rep = groups.reps[g] as usize;
+                let group_value = |i: usize| fields[i].0.value(rep, ctx);
+                let sels = plan.selections.iter().enumerate().map(|(j, s)| {
+                    let v = if plan.shape == QueryShape::GroupValues {
+                        let i = plan
+                            .group_by
+                            .iter()
+                            .position(|gp| gp.field == s.field)
+                            .unwrap_or(0);
+                        group_value(i)
+                    } else {
+                        values[j][g].clone()
+                    };
+                    (s.alias.clone(), v)
+                });
+                let grp = plan
+                    .group_by
+                    .iter()
+                    .enumerate()
+                    .map(|(i, gp)| (gp.alias.clone(), group_value(i)));
+                item(sels.chain(grp).collect::<Vec<_>>())
+            });
+            within(items, present.len(), room.bytes)?
         }
     };
-    if items.len() > limit {
-        return Err(items.len());
-    }
     Ok(QueryResult {
         response_items: items,
     })
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+    use crate::eval::TeamData;
+    use crate::load::ingest;
+    use crate::plan::Limits;
+    use crate::schema::Source;
+    use crate::schema::records;
+    use crate::wire::IngestRequest;
+    use serde_json::json;
+
+    /// A team with `n` autocomplete records in `n` distinct hours, two languages.
+    fn team(n: i64) -> TeamData {
+        let records: Vec<_> = (0..n)
+            .map(|i| {
+                json!({"api_key": "k", "language": if i % 2 == 0 { "GO" } else { "RUST" },
+                       "ide": "vscode", "version": "1", "num_acceptances": i,
+                       "num_lines_accepted": 0, "num_bytes_accepted": 0,
+                       "hour": Timestamp(i * 3_600_000_000 * 7).to_rfc3339()})
+            })
+            .collect();
+        let req = IngestRequest {
+            service_key: None,
+            kind: Some("autocomplete".into()),
+            records,
+        };
+        let mut t = TeamData::new();
+        let batch = ingest(&req, &Limits::default()).unwrap();
+        let batch = t.prepare(&batch, Timestamp(0)).unwrap();
+        t.apply(&batch);
+        t
+    }
+
+    /// The keys of every row by `fields` of the autocomplete source, bounded by `bound`.
+    fn keys(t: &TeamData, fields: &[&str], bound: u64) -> Keys {
+        let table = t.table(&records::AUTOCOMPLETE).unwrap();
+        let email_of_key = HashMap::new();
+        let ctx = Ctx {
+            table,
+            email_of_key: &email_of_key,
+            allowed_keys: None,
+            range: TimeRange::default(),
+        };
+        let sel = select(table.len(), Vec::new());
+        let spec = Source::UserData.spec();
+        let mut keys = Keys::bounded(sel.len(), DENSE_MAX, bound);
+        for f in fields {
+            let f = spec.resolve(f).unwrap();
+            keys.push(Access::of(table, f), &sel, Some(f.field().ty), &ctx);
+        }
+        keys
+    }
+
+    #[test]
+    fn keys_stop_as_soon_as_the_groups_pass_the_bound() {
+        let t = team(300);
+        // 300 distinct hours: a bound of 299 is passed by the first field, which a second
+        // field could only split further; the codes are not finished.
+        let k = keys(&t, &["hour"], 299);
+        assert!(k.over);
+        let k = keys(&t, &["hour", "language"], 299);
+        assert!(k.over);
+        // At the bound exactly, every group is coded.
+        let k = keys(&t, &["hour", "language"], 300);
+        assert!(!k.over);
+        let mut codes = k.codes.clone();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), 300);
+        // Few groups of many rows: never over, whatever the fields.
+        let k = keys(&t, &["language"], 2);
+        assert!(!k.over);
+        let k = keys(&t, &["language"], 1);
+        assert!(
+            !k.over,
+            "two codes of a dense field are not counted until compacted"
+        );
+    }
 }

@@ -65,6 +65,7 @@ proptest! {
             .map_err(|e| TestCaseError::fail(format!("invalid request: {e:?}")))?;
         let limits = Limits {
             result_items: *c.one(&[100_000, 100_000, 100_000, 3, 1, 0]),
+            result_bytes: *c.one(&[64 << 20, 64 << 20, 64 << 20, 200, 20, 0]),
             ..Limits::default()
         };
         check_analytics(&plan, &team.analytics(&plan, &limits), &model.analytics(&plan, &limits))?;

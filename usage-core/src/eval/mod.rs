@@ -27,7 +27,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::OnceLock;
 
-use crate::error::{JsonPath, Rule, Violation, Violations};
+use crate::error::{JsonPath, Rule, Violation, Violations, echo};
 use crate::load::{Batch, FieldValue, Record};
 use crate::plan::{AgentPlan, AnalyticsPlan, Limits, UserPagePlan};
 use crate::schema::Source;
@@ -42,29 +42,48 @@ use store::Table;
 #[non_exhaustive]
 pub enum EvalError {
     /// `group_name` names no group of the team (404).
-    #[error("group `{0}` was not found")]
+    #[error("group `{}` was not found", echo(.0))]
     GroupNotFound(String),
-    /// A query has more items than the limit (400, `too_many` at `query_requests[i]`).
-    #[error("query_requests[{query}] has more than {limit} items; narrow its filters or group it")]
+    /// The answer has more items than the limit of a whole request, counted over its
+    /// queries in order; `query` is the first that passes it (400, `too_many` at
+    /// `query_requests[i]`).
+    #[error(
+        "the answer has more than {limit} items (the limit of a whole request) from query_requests[{query}] on; narrow its filters or group it"
+    )]
     TooManyItems {
-        /// The query's index.
+        /// The index of the query that passes the limit.
         query: usize,
         /// The limit.
+        limit: usize,
+    },
+    /// The answer holds more bytes of aliases and values than the limit of a whole request
+    /// ([`Limits::result_bytes`]); `query` is the first that passes it (400, `too_many` at
+    /// `query_requests[i]`).
+    #[error(
+        "the answer holds more than {limit} bytes of aliases and values (the limit of a whole request) from query_requests[{query}] on; select fewer fields, narrow its filters or group it"
+    )]
+    TooLarge {
+        /// The index of the query that passes the limit.
+        query: usize,
+        /// The limit, in bytes.
         limit: usize,
     },
 }
 
 impl EvalError {
-    /// The violation a `TooManyItems` answers with (`too_many` at `query_requests[i]`).
+    /// The violation a `TooManyItems` or `TooLarge` answers with (`too_many` at
+    /// `query_requests[i]`).
     pub fn violation(&self) -> Option<Violation> {
         match self {
-            EvalError::TooManyItems { query, .. } => Some(Violation::new(
-                crate::wire::specs::ANALYTICS
-                    .path(&JsonPath::root(), "query_requests")
-                    .index(*query),
-                Rule::TooMany,
-                self.to_string(),
-            )),
+            EvalError::TooManyItems { query, .. } | EvalError::TooLarge { query, .. } => {
+                Some(Violation::new(
+                    crate::wire::specs::ANALYTICS
+                        .path(&JsonPath::root(), "query_requests")
+                        .index(*query),
+                    Rule::TooMany,
+                    self.to_string(),
+                ))
+            }
             EvalError::GroupNotFound(_) => None,
         }
     }
@@ -218,7 +237,9 @@ impl TeamData {
                     && *other != email
                 {
                     let msg = format!(
-                        "`api_key` \"{key}\" belongs to another user of the team ({other}); api_keys are unique among users"
+                        "`api_key` \"{}\" belongs to another user of the team ({}); api_keys are unique among users",
+                        echo(&key),
+                        echo(other)
                     );
                     v.push(Violation::new(
                         at(i, "api_key", &records::USERS),
@@ -269,7 +290,9 @@ impl TeamData {
                     && *other != id
                 {
                     let msg = format!(
-                        "`group_name` \"{name}\" is taken by group `{other}`; group names are unique within a team"
+                        "`group_name` \"{}\" is taken by group `{}`; group names are unique within a team",
+                        echo(&name),
+                        echo(other)
                     );
                     v.push(Violation::new(
                         at(i, "group_name", &records::GROUPS),
@@ -334,7 +357,8 @@ impl TeamData {
     ///
     /// # Errors
     /// [`EvalError::GroupNotFound`] for an unknown `group_name`, [`EvalError::TooManyItems`]
-    /// when a query's answer exceeds `limits.result_items`.
+    /// when the answers of the queries together exceed `limits.result_items` (found out
+    /// in the query that passes it, before its answer is computed whole).
     pub fn analytics(
         &self,
         plan: &AnalyticsPlan,
@@ -342,6 +366,10 @@ impl TeamData {
     ) -> Result<AnalyticsResponse, EvalError> {
         let allowed = self.allowed_keys(plan.group_name.as_deref())?;
         let mut results = Vec::with_capacity(plan.queries.len());
+        let mut room = columnar::Room {
+            items: limits.result_items,
+            bytes: limits.result_bytes,
+        };
         for (i, q) in plan.queries.iter().enumerate() {
             let table = self
                 .table(source_kind(q.source))
@@ -352,12 +380,18 @@ impl TeamData {
                 allowed_keys: allowed.as_ref(),
                 range: plan.range,
             };
-            let r = columnar::evaluate(q, &ctx, limits.result_items).map_err(|_| {
-                EvalError::TooManyItems {
+            let r = columnar::evaluate(q, &ctx, room).map_err(|over| match over {
+                columnar::Over::Items => EvalError::TooManyItems {
                     query: i,
                     limit: limits.result_items,
-                }
+                },
+                columnar::Over::Bytes => EvalError::TooLarge {
+                    query: i,
+                    limit: limits.result_bytes,
+                },
             })?;
+            room.items -= r.response_items.len();
+            room.bytes -= answer::result_bytes(&r);
             results.push(r);
         }
         Ok(AnalyticsResponse {

@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::EvalError;
-use super::answer::{Value, item, metadata};
+use super::answer::{Value, item, metadata, result_bytes};
 use crate::ident::Ident;
 use crate::load::{Batch, FieldValue, Record};
 use crate::plan::{
@@ -139,6 +139,7 @@ impl Model {
     ) -> Result<AnalyticsResponse, EvalError> {
         let allowed = self.restriction(plan.group_name.as_deref(), None)?;
         let mut results = Vec::new();
+        let (mut items, mut bytes) = (0, 0);
         for (i, q) in plan.queries.iter().enumerate() {
             let mut recs: Vec<&Record> = Vec::new();
             for r in self.records(q.source.spec().record) {
@@ -158,10 +159,18 @@ impl Model {
                 }
             }
             let r = self.evaluate(q, recs);
-            if r.response_items.len() > limits.result_items {
+            items += r.response_items.len();
+            bytes += result_bytes(&r);
+            if items > limits.result_items {
                 return Err(EvalError::TooManyItems {
                     query: i,
                     limit: limits.result_items,
+                });
+            }
+            if bytes > limits.result_bytes {
+                return Err(EvalError::TooLarge {
+                    query: i,
+                    limit: limits.result_bytes,
                 });
             }
             results.push(r);

@@ -821,3 +821,99 @@ fn replaced_records_keep_their_row_and_read_back_as_stored() {
     assert!(!t.is_empty());
     assert!(TeamData::new().is_empty());
 }
+
+/// The item bound is of the whole request: the queries' answers together, in order; the
+/// query that passes it is named, also when it is a group-by that stops early.
+#[test]
+fn the_item_bound_is_of_the_whole_request() {
+    let t = team();
+    let limits = |n| Limits {
+        result_items: n,
+        ..Limits::default()
+    };
+    let raw = json!({"data_source": "QUERY_DATA_SOURCE_USER_DATA",
+                     "selections": [{"field": "language"}]});
+    let by_hour = json!({"data_source": "QUERY_DATA_SOURCE_USER_DATA",
+                         "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"}],
+                         "aggregations": [{"field": "hour", "name": "h"}]});
+    let total = json!({"data_source": "QUERY_DATA_SOURCE_USER_DATA",
+                       "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"}]});
+    let answer = |queries: serde_json::Value, n: usize| {
+        let body = json!({ "query_requests": queries });
+        let d = decode::<AnalyticsRequest>(body.to_string().as_bytes()).unwrap();
+        let plan = crate::validate::with_decoded(&d, |r, _| {
+            crate::validate::analytics(r, &Limits::default())
+        })
+        .unwrap();
+        t.analytics(&plan, &limits(n)).map(|r| {
+            r.query_results
+                .iter()
+                .map(|q| q.response_items.len())
+                .collect::<Vec<_>>()
+        })
+    };
+    let too_many = |query, limit| Err(EvalError::TooManyItems { query, limit });
+    // 3 raw rows, 3 groups, 1 total: 7 items in all.
+    let all = json!([raw, by_hour, total]);
+    assert_eq!(answer(all.clone(), 7), Ok(vec![3, 3, 1]));
+    assert_eq!(answer(all.clone(), 6), too_many(2, 6));
+    assert_eq!(answer(all.clone(), 5), too_many(1, 5));
+    assert_eq!(answer(all.clone(), 3), too_many(1, 3));
+    assert_eq!(answer(all, 2), too_many(0, 2));
+    // The same query twice counts twice.
+    assert_eq!(answer(json!([raw, raw]), 5), too_many(1, 5));
+    assert_eq!(answer(json!([by_hour, by_hour]), 6), Ok(vec![3, 3]));
+    let e = answer(json!([by_hour, by_hour]), 5).unwrap_err();
+    assert_eq!(
+        e.violation().unwrap().path(),
+        "query_requests[1]",
+        "{}",
+        e.violation().unwrap().message()
+    );
+    assert!(e.to_string().contains("more than 5 items"), "{e}");
+}
+
+/// The byte bound: the aliases and values of the whole answer, counted item by item; the
+/// query whose item passes it is named.
+#[test]
+fn the_byte_bound_is_of_the_whole_request_and_counts_aliases_and_values() {
+    let t = team();
+    let body = json!({"query_requests": [
+        {"data_source": "QUERY_DATA_SOURCE_USER_DATA", "selections": [{"field": "language"}]},
+        {"data_source": "QUERY_DATA_SOURCE_USER_DATA",
+         "selections": [{"field": "language", "name": "a_long_alias"}]}
+    ]});
+    let d = decode::<AnalyticsRequest>(body.to_string().as_bytes()).unwrap();
+    let plan =
+        crate::validate::with_decoded(&d, |r, _| crate::validate::analytics(r, &Limits::default()))
+            .unwrap();
+    let at = |bytes| {
+        t.analytics(
+            &plan,
+            &Limits {
+                result_bytes: bytes,
+                ..Limits::default()
+            },
+        )
+    };
+    // `language` + PYTHON, GO, PYTHON: 8 * 3 + 6 + 2 + 6 = 38 bytes; then `a_long_alias`
+    // (12) with the same values: 12 * 3 + 14 = 50 more.
+    assert!(at(88).is_ok());
+    assert_eq!(
+        at(87),
+        Err(EvalError::TooLarge {
+            query: 1,
+            limit: 87
+        })
+    );
+    assert_eq!(
+        at(37),
+        Err(EvalError::TooLarge {
+            query: 0,
+            limit: 37
+        })
+    );
+    let e = at(0).unwrap_err();
+    assert_eq!(e.violation().unwrap().path(), "query_requests[0]");
+    assert_eq!(e.violation().unwrap().rule(), crate::Rule::TooMany);
+}

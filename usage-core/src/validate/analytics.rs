@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::{finish, missing, time_range, too_many, unknown_enum};
-use crate::error::{JsonPath, Rule, Violation, Violations, suggestion};
+use crate::error::{JsonPath, Rule, Violation, Violations, echo, suggestion};
 use crate::ident::Ident;
 use crate::plan::{
     AnalyticsPlan, FilterPlan, FilterTest, FilterValue, GroupPlan, Limits, QueryPlan, QueryShape,
@@ -81,7 +81,8 @@ fn unknown_field(
         _ => suggestion(name, candidates.iter().copied()),
     };
     let msg = format!(
-        "unknown field `{name}`: {what} of {} are {}{hint}",
+        "unknown field `{}`: {what} of {} are {}{hint}",
+        echo(name),
         spec.source,
         candidates
             .iter()
@@ -114,7 +115,8 @@ fn query(
         }
         Some(Ident::Unknown(s)) => {
             let msg = format!(
-                "unknown data source `{s}` (allowed: {}){}",
+                "unknown data source `{}` (allowed: {}){}",
+                echo(s),
                 Source::IDENTIFIERS.join(", "),
                 suggestion(s, Source::IDENTIFIERS.iter().copied())
             );
@@ -302,7 +304,7 @@ fn query(
         let aliases = |aggregated: bool| {
             sels.iter()
                 .filter(|s| is_aggregated(&s.plan) == aggregated)
-                .map(|s| format!("`{}`", s.plan.alias))
+                .map(|s| format!("`{}`", echo(&s.plan.alias)))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -332,7 +334,7 @@ fn query(
                 let fp = SELECTION.path(&spath.index(s.index), "field");
                 let msg = format!(
                     "`{}` is selected without an aggregation function but is not a group-by field; add it to `aggregations` or aggregate it",
-                    q.selections[s.index].field.as_deref().unwrap_or_default()
+                    echo(q.selections[s.index].field.as_deref().unwrap_or_default())
                 );
                 v.push(Violation::new(fp, Rule::UngroupedField, msg));
             }
@@ -360,8 +362,10 @@ fn query(
     for (alias, path) in sel_aliases.chain(group_aliases) {
         match seen.get(alias.as_str()) {
             Some(first) => {
-                let msg =
-                    format!("alias `{alias}` is used more than once (rule 3; first at `{first}`)");
+                let msg = format!(
+                    "alias `{}` is used more than once (rule 3; first at `{first}`)",
+                    echo(alias)
+                );
                 v.push(Violation::new(path, Rule::DuplicateAlias, msg));
             }
             None => {
@@ -466,7 +470,10 @@ fn parse_value(
         return None;
     }
     let bad = |v: &mut Violations, expected: &str| {
-        let msg = format!("`{s}` is not a valid value for `{name}`: expected {expected}");
+        let msg = format!(
+            "`{}` is not a valid value for `{name}`: expected {expected}",
+            echo(s)
+        );
         v.push(Violation::new(path.clone(), Rule::InvalidValue, msg));
         None
     };
@@ -503,7 +510,8 @@ fn parse_value(
                 Some(FilterValue::Text(s.to_string()))
             } else {
                 let msg = format!(
-                    "unknown value `{s}` for `{name}` (allowed: {}){}",
+                    "unknown value `{}` for `{name}` (allowed: {}){}",
+                    echo(s),
                     ids.join(", "),
                     suggestion(s, ids.iter().copied())
                 );

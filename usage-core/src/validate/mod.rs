@@ -30,7 +30,7 @@ mod analytics;
 
 pub use analytics::{analytics, default_alias as default_alias_of};
 
-use crate::error::{JsonPath, Rule, Violation, Violations};
+use crate::error::{JsonPath, Rule, Violation, Violations, echo};
 use crate::ident::{Ident, WireEnum};
 use crate::plan::{
     AgentPlan, AgentSource, CapAction, CapScope, Limits, MAX_CAP, TimeRange, UserPagePlan,
@@ -82,7 +82,7 @@ pub(crate) fn time_range(
         let s = s?;
         let t = Timestamp::read_rfc3339(s);
         if let Err(e) = t {
-            let shown: String = s.chars().take(64).collect();
+            let shown = echo(s);
             v.push(Violation::new(
                 spec.path(&root, name),
                 Rule::InvalidValue,
@@ -124,8 +124,9 @@ pub(crate) fn too_many(path: JsonPath, n: usize, max: usize) -> Violation {
 
 pub(crate) fn unknown_enum<T: WireEnum>(path: JsonPath, given: &str) -> Violation {
     let msg = format!(
-        "`{path}`: unknown {} `{given}` (allowed: {})",
+        "`{path}`: unknown {} `{}` (allowed: {})",
         T::WHAT,
+        echo(given),
         T::allowed()
     );
     Violation::new(path, Rule::UnknownEnumValue, msg)

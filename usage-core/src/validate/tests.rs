@@ -2949,3 +2949,105 @@ fn times_outside_the_kept_range() {
         &["within 1970-01-01T00:00:00Z"],
     );
 }
+
+/// Contract section 11 (cost bounds): a name or value of any length is echoed cut to 256
+/// bytes (marked `…`), in messages and in paths, and a name over 64 bytes gets no "did you
+/// mean"; so each detail stays small whatever the input. Every place a client's text is
+/// looked up or echoed, with a megabyte of it.
+#[test]
+fn long_names_and_values_are_echoed_cut_and_get_no_suggestion() {
+    let huge = "a".repeat(1 << 20);
+    let q = |o: Value| queries(&[o]);
+    let ac = "QUERY_DATA_SOURCE_USER_DATA";
+    let sum = "QUERY_AGGREGATION_SUM";
+    let analytics_cases = [
+        q(json!({"data_source": ac, "selections": [{"field": format!("date {huge}")}]})),
+        q(json!({"data_source": ac, "selections": [{"field": huge}]})),
+        q(
+            json!({"data_source": ac, "selections": [{"field": "num_acceptances", "aggregation_function": sum}],
+                "aggregations": [{"field": format!("date {huge}"), "name": "d"}]}),
+        ),
+        q(
+            json!({"data_source": ac, "selections": [{"field": "language"}],
+                "filters": [{"name": format!("date {huge}"), "filter": "QUERY_FILTER_EQUAL", "value": "x"}]}),
+        ),
+        q(
+            json!({"data_source": ac, "selections": [{"field": "language"}],
+                "filters": [{"name": "date", "filter": "QUERY_FILTER_EQUAL", "value": huge}]}),
+        ),
+        q(
+            json!({"data_source": ac, "selections": [{"field": "language"}],
+                "filters": [{"name": "language", "filter": huge, "value": "x"}]}),
+        ),
+        q(json!({"data_source": huge, "selections": [{"field": "language"}]})),
+        q(
+            json!({"data_source": ac, "selections": [{"field": "language", "aggregation_function": huge}]}),
+        ),
+        q(
+            json!({"data_source": ac, "selections": [{"field": "language", "name": huge},
+                {"field": "ide", "name": huge}]}),
+        ),
+        q(
+            json!({"data_source": ac, "selections": [{"field": "language", "name": huge},
+                {"field": "num_acceptances", "aggregation_function": sum}]}),
+        ),
+        q(json!({"data_source": ac, "selections": [{"field": "language"}], huge.clone(): 1})),
+        json!({"service_key": "k", huge.clone(): 1}).to_string(),
+        json!({"service_key": "k", "query_requests": [{"data_source": ac,
+            "selections": [{"field": "language"}]}], "start_timestamp": huge})
+        .to_string(),
+    ];
+    let mut checked = 0;
+    let check = |v: &Violations, body: &str| {
+        assert!(!v.is_empty(), "{}", &body[..200]);
+        for x in v.iter() {
+            let (path, msg) = (x.path(), x.message());
+            assert!(msg.len() <= 2048, "{} bytes: {}", msg.len(), &msg[..300]);
+            assert!(path.len() <= 300, "{} bytes of path", path.len());
+            assert!(!msg.contains("did you mean"), "{msg}");
+        }
+        assert!(
+            v.iter().any(|x| x.message().contains('…')),
+            "nothing echoed: {}",
+            show(v)
+        );
+    };
+    for body in &analytics_cases {
+        let v = analytics_body(body).unwrap_err();
+        check(&v, body);
+        checked += 1;
+    }
+    let ingest_cases = [
+        json!({"kind": huge, "records": [{}]}),
+        json!({"kind": "groups", "records": [{"group_id": "g", "group_name": "n", huge.clone(): 1}]}),
+        json!({"kind": "autocomplete", "records": [{"api_key": "k", "hour": "2025-05-01T00:00:00Z",
+            "language": huge, "ide": "vscode", "version": "1", "num_acceptances": 1,
+            "num_lines_accepted": 1, "num_bytes_accepted": 1}]}),
+        json!({"kind": "autocomplete", "records": [{"api_key": "k", "hour": format!("2025-05-01T00:00:00.{}Z", "1".repeat(1 << 20)),
+            "language": "GO", "ide": "vscode", "version": "1", "num_acceptances": format!("1{huge}"),
+            "num_lines_accepted": 1, "num_bytes_accepted": 1}]}),
+    ];
+    for body in ingest_cases {
+        let body = body.to_string();
+        let v = ingest_body(&body).unwrap_err();
+        // A text over 1,024 bytes is refused by its length, not echoed: no `…` needed.
+        for x in v.iter() {
+            assert!(x.message().len() <= 2048, "{}", &x.message()[..300]);
+            assert!(x.path().len() <= 300);
+            assert!(!x.message().contains("did you mean"), "{}", x.message());
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 17);
+    // The same names at most 64 bytes long still get their suggestion.
+    let v = analytics_body(&q(
+        json!({"data_source": ac, "selections": [{"field": "date America/New_Yrok"}]}),
+    ))
+    .unwrap_err();
+    assert!(
+        v[0].message()
+            .contains("did you mean `date America/New_York`?"),
+        "{}",
+        v[0].message()
+    );
+}

@@ -12,7 +12,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, Violations, did_you_mean};
+use crate::error::{JsonPath, Rule, UNKNOWN_KEY_RANK, Violation, Violations, did_you_mean, echo};
 
 /// The maximum JSON nesting of a request body, the body's object being level 1.
 pub const MAX_DEPTH: usize = 64;
@@ -173,7 +173,7 @@ pub fn parse_body(body: &[u8]) -> Result<Value, KindErrors> {
             ),
         ));
     }
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
+    let value: Value = parse_json(body).map_err(|e| {
         root(
             Rule::MalformedJson,
             &format!("the body is not valid JSON: {e}"),
@@ -576,17 +576,60 @@ pub fn kind_name(v: &Value) -> &'static str {
     }
 }
 
-/// Reads an integer given as a JSON number or a decimal string.
+/// Parses JSON text as serde_json does, except that the number `-0` is the integer 0
+/// (contract section 11). serde_json reads `-0` as the float -0.0, as it reads `-0.0` and
+/// `-0e0`, which are fractions and exponents: so the text's `-0` tokens are read as `0`
+/// ([`integer_zeros`]) and every -0.0 left is a fraction. Parse request bodies and records
+/// with this to get the contract's integers from [`read_int`].
+///
+/// # Errors
+/// serde_json's, at the same line and column as for the text given.
+pub fn parse_json<T: DeserializeOwned>(text: &[u8]) -> serde_json::Result<T> {
+    serde_json::from_slice(&integer_zeros(text))
+}
+
+/// The JSON text with each number `-0` (no fraction, no exponent) written ` 0`: the same
+/// length, so that error positions stay; strings are left as they are. Borrowed when the
+/// text has no such number.
+pub fn integer_zeros(text: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !text.windows(2).any(|w| w == b"-0") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let (mut in_str, mut esc) = (false, false);
+    for (i, &b) in text.iter().enumerate() {
+        if in_str {
+            if esc {
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' {
+                in_str = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'-' if text.get(i + 1) == Some(&b'0')
+                && !matches!(text.get(i + 2), Some(b'.' | b'e' | b'E' | b'0'..=b'9'))
+                && !matches!(i.checked_sub(1).map(|j| text[j]), Some(b'e' | b'E')) =>
+            {
+                out.get_or_insert_with(|| text.to_vec())[i] = b' ';
+            }
+            _ => {}
+        }
+    }
+    out.map_or(std::borrow::Cow::Borrowed(text), std::borrow::Cow::Owned)
+}
+
+/// Reads an integer given as a JSON number or a decimal string. A JSON -0.0 is a fraction:
+/// the text `-0` reads as 0 through [`parse_json`].
 ///
 /// # Errors
 /// A message naming the value when it has a fraction, an exponent, is out of `i64`'s
 /// range or is not a decimal string.
 pub fn read_int(v: &Value) -> Result<i64, String> {
     match v {
-        // serde_json reads `-0` as the float -0.0: it is the integer 0 (contract section 11).
-        // (`-0.0` reads the same and is taken too; `0.0` is a positive zero and stays a
-        // fraction.)
-        Value::Number(n) if n.as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()) => Ok(0),
         Value::Number(n) => n.as_i64().ok_or_else(|| {
             // serde_json reads an integer beyond 64 bits as a float (`1e+23`).
             let huge = n
@@ -601,10 +644,10 @@ pub fn read_int(v: &Value) -> Result<i64, String> {
         Value::String(s) => {
             let digits = s.strip_prefix('-').unwrap_or(s);
             if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
-                return Err(format!("\"{s}\" is not a decimal integer"));
+                return Err(format!("\"{}\" is not a decimal integer", echo(s)));
             }
             s.parse::<i64>()
-                .map_err(|_| format!("\"{s}\" is out of range"))
+                .map_err(|_| format!("\"{}\" is out of range", echo(s)))
         }
         other => Err(format!("expected an integer, got {}", kind_name(other))),
     }
@@ -644,6 +687,13 @@ impl Cx {
             {
                 Some(i) => occurrences[i].push((pos, key.as_str(), v)),
                 None => {
+                    let path = at.key(echo(key).into_owned(), unknown_rank);
+                    unknown_rank += 1;
+                    if !self.violations.would_keep(&path) {
+                        // Past the cap of details: counted, and no message is made.
+                        self.violations.count();
+                        continue;
+                    }
                     let candidates: Vec<String> = spec
                         .fields
                         .iter()
@@ -652,18 +702,15 @@ impl Cx {
                     let hint = did_you_mean(key, candidates.iter().map(String::as_str))
                         .map(|c| format!("; did you mean `{c}`?"))
                         .unwrap_or_default();
+                    let key = echo(key);
                     let msg = if spec.fields.is_empty() {
                         format!("unknown field `{key}`: this object takes no fields")
                     } else {
                         let known: Vec<_> = spec.names().collect();
                         format!("unknown field `{key}` (known: {}){hint}", known.join(", "))
                     };
-                    self.violations.push(Violation::new(
-                        at.key(key.clone(), unknown_rank),
-                        Rule::UnknownField,
-                        msg,
-                    ));
-                    unknown_rank += 1;
+                    self.violations
+                        .push(Violation::new(path, Rule::UnknownField, msg));
                 }
             }
         }
@@ -919,16 +966,31 @@ mod tests {
 
     #[test]
     fn minus_zero_is_zero() {
-        for body in ["-0", "\"-0\"", "0", "\"0\"", "-0.0"] {
-            let v: Value = serde_json::from_str(body).unwrap();
-            assert_eq!(read_int(&v), Ok(0), "{body}");
+        for body in ["-0", "\"-0\"", "0", "\"0\"", " -0 ", "[-0]"] {
+            let v: Value = parse_json(body.as_bytes()).unwrap();
+            let v = v.as_array().map_or(&v, |a| &a[0]);
+            assert_eq!(read_int(v), Ok(0), "{body}");
         }
-        for body in ["0.0", "1.0", "-1.5", "1e3"] {
-            let v: Value = serde_json::from_str(body).unwrap();
+        // Fractions and exponents, of zero too (contract section 11, v5).
+        for body in [
+            "0.0", "1.0", "-1.5", "1e3", "-0.0", "-0e0", "-0E0", "-0.0e0", "0e0",
+        ] {
+            let v: Value = parse_json(body.as_bytes()).unwrap();
             assert!(
                 read_int(&v).unwrap_err().contains("not an integer"),
                 "{body}"
             );
+        }
+        // Only number tokens change, and nothing moves.
+        for (text, read) in [
+            (r#"{"a":"-0","b":-0}"#, r#"{"a":"-0","b": 0}"#),
+            (
+                r#"{"a\"-0":[-0,-0.5,1e-0,-0e1]}"#,
+                r#"{"a\"-0":[ 0,-0.5,1e-0,-0e1]}"#,
+            ),
+            ("-01", "-01"),
+        ] {
+            assert_eq!(&*integer_zeros(text.as_bytes()), read.as_bytes());
         }
         let d = decode::<crate::wire::UsageConfigRequest>(
             br#"{"service_key":"k","set_add_on_credit_cap":-0,"team_level":true}"#,

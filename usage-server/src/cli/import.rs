@@ -61,7 +61,7 @@ fn parse_line(
     if let Some(r) = parse_record_text(kind, line, &JsonPath::root()) {
         return r.map_err(violations);
     }
-    let value: Value = serde_json::from_str(line).map_err(|e| {
+    let value: Value = usage_core::wire::decode::parse_json(line.as_bytes()).map_err(|e| {
         vec![(
             String::new(),
             "malformed_json",

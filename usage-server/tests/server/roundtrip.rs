@@ -65,13 +65,18 @@ fn max_day() -> i64 {
     d.signed_duration_since(NaiveDate::from_ymd_opt(1970, 1, 1).unwrap())
         .num_days()
 }
-/// The latest instant kept, 9999-12-31T23:59:59.999999Z.
+/// The latest instant a request's range may name, 9999-12-31T23:59:59.999999Z.
 fn max_micros() -> i64 {
     (max_day() + 1) * MICROS_PER_DAY - 1
 }
-/// The latest hour start kept, 9999-12-31T23:00:00Z.
+/// The latest time a record may hold, 9999-12-31T09:59:59.999999Z: its local date is at
+/// most 9999-12-31 at every offset up to +14:00 (contract section 11, v5).
+fn max_record_micros() -> i64 {
+    max_micros() - 14 * MICROS_PER_HOUR
+}
+/// The latest hour start a record may hold, 9999-12-31T09:00:00Z.
 fn max_hour() -> i64 {
-    max_micros() - max_micros().rem_euclid(MICROS_PER_HOUR)
+    max_record_micros() - max_record_micros().rem_euclid(MICROS_PER_HOUR)
 }
 
 fn utc(micros: i64) -> (NaiveDateTime, i64) {
@@ -523,7 +528,7 @@ fn arb_hour() -> BoxedStrategy<Sent> {
 /// An instant: the ends of the range and their neighbours, whole seconds, any; written
 /// with nine fraction digits, the ones past the microsecond cut.
 fn arb_instant() -> BoxedStrategy<Sent> {
-    let max = max_micros();
+    let max = max_record_micros();
     prop_oneof![
         Just(MIN_MICROS),
         Just(MIN_MICROS + 1),
@@ -775,7 +780,7 @@ fn order_cycle(r: &mut Rec) {
 
 /// Values one step past an edge of the type, as JSON; `None` for types without one.
 fn past_value(ty: RecordType) -> Option<BoxedStrategy<Value>> {
-    let max = max_micros();
+    let max = max_record_micros();
     let last = max_hour();
     Some(match ty {
         RecordType::Text => past_text().prop_map(|s| json!(s)).boxed(),
@@ -1021,7 +1026,7 @@ impl Oracle {
 
     /// Takes an accepted batch: parsed from the very text sent, as the server parses it.
     fn ingest(&mut self, kind: &'static RecordKind, sent: &str, recs: &[Rec]) {
-        let body: Value = serde_json::from_str(sent).unwrap();
+        let body: Value = usage_core::wire::decode::parse_json(sent.as_bytes()).unwrap();
         let records = body["records"]
             .as_array()
             .unwrap()
@@ -2100,8 +2105,8 @@ fn sweep_case() -> Case {
             RecordType::Timestamp => [
                 (0, MIN_MICROS),
                 (
-                    i128::from(max_micros()) * NANOS_PER_MICRO + 999,
-                    max_micros(),
+                    i128::from(max_record_micros()) * NANOS_PER_MICRO + 999,
+                    max_record_micros(),
                 ),
             ],
             _ => continue,
@@ -2172,7 +2177,8 @@ fn the_forms_this_file_expects() {
         "2025-05-01T13:00:07.25Z"
     );
     assert_eq!(rfc3339(max_micros()), "9999-12-31T23:59:59.999999Z");
-    assert_eq!(go_time(max_hour()), "9999-12-31 23:00:00 +0000 UTC");
+    assert_eq!(rfc3339(max_record_micros()), "9999-12-31T09:59:59.999999Z");
+    assert_eq!(go_time(max_hour()), "9999-12-31 09:00:00 +0000 UTC");
     assert_eq!(rfc3339(MIN_MICROS), "1970-01-01T00:00:00Z");
     assert_eq!(iso_date(max_day()), "9999-12-31");
     assert_eq!(iso_date(max_day() + 1), "10000-01-01");

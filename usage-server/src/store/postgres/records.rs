@@ -474,6 +474,9 @@ impl RecordStore for PgStore {
             Self::group_exists(&c, team, g).await?;
         }
         let mut results = Vec::with_capacity(plan.queries.len());
+        // The limit is of the whole request: each query may add what the ones before left.
+        let mut left = limits.result_items;
+        let mut bytes_left = limits.result_bytes;
         for (i, q) in plan.queries.iter().enumerate() {
             let (st, outs) = sql::query(
                 &Postgres,
@@ -481,20 +484,28 @@ impl RecordStore for PgStore {
                 team,
                 plan.group_name.as_deref(),
                 plan.range,
-                limits.result_items,
+                left,
             );
             let rows = text_rows(&c, &st).await?;
-            if rows.len() > limits.result_items {
+            if rows.len() > left {
                 return Err(StoreError::Eval(EvalError::TooManyItems {
                     query: i,
                     limit: limits.result_items,
                 }));
             }
-            let items = rows
-                .iter()
-                .map(|r| rows::item(&outs, r))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(decode_err)?;
+            left -= rows.len();
+            let mut items = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let it = rows::item(&outs, r).map_err(decode_err)?;
+                // Past the bytes of a whole answer: stop at the item that passes them.
+                bytes_left = bytes_left
+                    .checked_sub(usage_core::eval::answer::item_bytes(&it))
+                    .ok_or(StoreError::Eval(EvalError::TooLarge {
+                        query: i,
+                        limit: limits.result_bytes,
+                    }))?;
+                items.push(it);
+            }
             results.push(QueryResult {
                 response_items: items,
             });

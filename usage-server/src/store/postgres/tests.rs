@@ -564,6 +564,7 @@ mod differential {
                         .map_err(|e| TestCaseError::fail(format!("invalid request: {e:?}")))?;
                     let limits = Limits {
                         result_items: *c.one(&[100_000, 100_000, 100_000, 3, 1, 0]),
+                        result_bytes: *c.one(&[64 << 20, 64 << 20, 64 << 20, 200, 20, 0]),
                         ..Limits::default()
                     };
                     let want = model.analytics(&plan, &limits);
