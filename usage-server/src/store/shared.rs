@@ -9,38 +9,49 @@ use usage_core::schema::records::{self, RecordKind};
 use usage_core::schema::{Permission, Plan};
 use usage_core::time::Timestamp;
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::{Billing, KeyInfo, RecordStream, StoreError, StoreResult, UnreadableRow};
 
-/// The unreadable rows a store has met (contract section 11): each is logged at `ERROR`
-/// once, with its team and row, and counted for `/healthz`.
+/// The unreadable rows a store has met (contract section 11): each row (its team, kind
+/// and row) is logged at `ERROR` once, with the first reason met, and counted for
+/// `/healthz`.
 #[derive(Debug, Default)]
 pub(crate) struct Unreadable {
-    rows: Mutex<BTreeSet<UnreadableRow>>,
+    rows: Mutex<BTreeMap<(String, String, String), String>>,
 }
 
 impl Unreadable {
     /// Notes a row met while reading (logged the first time).
     pub(crate) fn met(&self, row: UnreadableRow) {
         let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
-        if !rows.contains(&row) {
+        if let std::collections::btree_map::Entry::Vacant(e) =
+            rows.entry((row.team, row.kind, row.row))
+        {
+            let (team, kind, at) = e.key();
             tracing::error!(
-                team = %row.team,
-                kind = %row.kind,
-                row = %row.row,
+                team = %team,
+                kind = %kind,
+                row = %at,
                 reason = %row.reason,
                 "a stored row cannot be read; it stays in place and answers leave it out"
             );
-            rows.insert(row);
+            e.insert(row.reason);
         }
     }
 
     /// The rows met, in order.
     pub(crate) fn rows(&self) -> Vec<UnreadableRow> {
         let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
-        rows.iter().cloned().collect()
+        rows.iter()
+            .map(|((team, kind, row), reason)| UnreadableRow {
+                team: team.clone(),
+                kind: kind.clone(),
+                row: row.clone(),
+                reason: reason.clone(),
+            })
+            .collect()
     }
 
     /// How many distinct rows were met.

@@ -241,8 +241,17 @@ impl Store for SqliteStore {
         refreshed
     }
 
+    /// Loads every team, and notes the rows no team's data holds (only a scan finds
+    /// them): rows of no team, and those the conversion to segments left behind.
     async fn preload(&self) -> StoreResult<()> {
-        self.refresh().await
+        self.refresh().await?;
+        self.blocking(|i| {
+            i.with_reader(|conn| {
+                segments::scan_orphans(conn, &i.unreadable)?;
+                records::scan_left_behind(conn, &i.unreadable)
+            })
+        })
+        .await
     }
 
     async fn unreadable_rows(&self) -> StoreResult<Vec<UnreadableRow>> {
@@ -363,15 +372,13 @@ impl SqliteStore {
             if version == i.seen_version.load(Ordering::Acquire) {
                 return Ok(());
             }
-            let teams: Vec<(String, i64)> = i.with_reader(|conn| {
-                let mut stmt = conn
-                    .prepare_cached("SELECT id, seq FROM teams")
-                    .map_err(db_err)?;
-                let rows = stmt
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .map_err(db_err)?;
-                rows.collect::<Result<Vec<_>, _>>().map_err(db_err)
-            })?;
+            // A team whose change counter cannot be read is read again each time (its
+            // reads note the row once).
+            let teams: Vec<(String, i64)> = i
+                .with_reader(|conn| records::team_rows(conn, &i.unreadable))?
+                .into_iter()
+                .map(|(id, seq)| (id, seq.unwrap_or(i64::MAX)))
+                .collect();
             // A team that fails to load never holds back the teams after it; it is
             // tried again at the next refresh.
             let mut failed = None;

@@ -21,6 +21,9 @@ use super::{Cached, Inner, SqliteStore, bump, db_err, team_exists};
 use crate::store::shared::{Unreadable, ingested, poisoned, stream, written_whole};
 use crate::store::{RecordStore, RecordStream, StoreResult, UnreadableRow, answer, prepare};
 
+/// A JSON row's record and its kind, or why it cannot be read.
+type Decoded = Result<(&'static RecordKind, Record), String>;
+
 /// A stored row as a record, or why it cannot be read.
 fn decode_row(kind: &str, body: &str) -> Result<(&'static RecordKind, Record), String> {
     let k = RecordKind::by_name(kind).ok_or_else(|| format!("unknown record kind `{kind}`"))?;
@@ -50,26 +53,21 @@ fn read_rows(
     let mut read = Vec::new();
     let mut pending: Option<Batch> = None;
     while let Some(row) = rows.next().map_err(db_err)? {
-        let seq: i64 = row.get(2).map_err(db_err)?;
-        let kind = row.get_ref(0).map_err(db_err)?;
-        let body = row.get_ref(1).map_err(db_err)?;
-        let decoded = match (kind.as_str(), body.as_str()) {
-            (Ok(kind), Ok(body)) => decode_row(kind, body),
-            _ => Err("the kind or body is not text".to_string()),
-        };
+        let id: i64 = row.get(3).map_err(db_err)?;
+        let (kind, decoded) = json_row(row)?;
         let (k, r) = match decoded {
             Ok(d) => d,
             Err(reason) => {
                 unreadable(UnreadableRow {
                     team: team.to_string(),
-                    kind: kind.as_str().unwrap_or("?").to_string(),
-                    row: seq.to_string(),
+                    kind,
+                    row: format!("records id {id}"),
                     reason,
                 });
                 continue;
             }
         };
-        read.push(row.get(3).map_err(db_err)?);
+        read.push(id);
         match &mut pending {
             Some(b) if std::ptr::eq(b.kind, k) && b.records.len() < 50_000 => b.records.push(r),
             _ => {
@@ -88,20 +86,80 @@ fn read_rows(
     Ok(read)
 }
 
+/// A JSON row (`kind`, `body`, `seq` in columns 0 to 2) as its kind's name (`?` when it is
+/// no text) and its record, or why it cannot be read.
+fn json_row(row: &rusqlite::Row<'_>) -> StoreResult<(String, Decoded)> {
+    let kind = segments::cell::<String>(row, 0).map_err(db_err)?;
+    let body = segments::cell::<String>(row, 1).map_err(db_err)?;
+    let seq = segments::cell::<i64>(row, 2).map_err(db_err)?;
+    let name = kind.as_deref().unwrap_or("?").to_string();
+    let decoded = match (kind, body, seq) {
+        (Ok(kind), Ok(body), Ok(_)) => decode_row(&kind, &body),
+        (kind, body, seq) => Err([kind.err(), body.err(), seq.err()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; ")),
+    };
+    Ok((name, decoded))
+}
+
 /// The query of a team's JSON rows for [`read_rows`], in the order they were written.
 const JSON_ROWS: &str =
     "SELECT kind, body, seq, id FROM records WHERE team_id = ?1 ORDER BY seq, id";
+
+/// Every row left in the layout before segments (contract section 11): after migration 2
+/// converted the store, a row still in `records` is one it could not read (why is told),
+/// or one it did not reach (a team that does not exist). Each is handed to `unreadable`.
+pub(super) fn scan_left_behind(conn: &Connection, unreadable: &Unreadable) -> StoreResult<()> {
+    let mut stmt = conn
+        .prepare("SELECT kind, body, seq, id, team_id FROM records ORDER BY id")
+        .map_err(db_err)?;
+    let mut rows = stmt.query([]).map_err(db_err)?;
+    while let Some(row) = rows.next().map_err(db_err)? {
+        let id: i64 = row.get(3).map_err(db_err)?;
+        let team = segments::cell::<String>(row, 4)
+            .map_err(db_err)?
+            .unwrap_or_else(|_| "?".into());
+        let (kind, decoded) = json_row(row)?;
+        let reason = match decoded {
+            Err(reason) => reason,
+            Ok(_) => "left in the layout before segments by its conversion (migration 2): \
+                      its team does not exist"
+                .to_string(),
+        };
+        unreadable.met(UnreadableRow {
+            team,
+            kind,
+            row: format!("records id {id}"),
+            reason,
+        });
+    }
+    Ok(())
+}
 
 /// Migration 2's conversion: every team's readable JSON rows become its segments (based
 /// at the team's change counter) and leave `records`; a row that cannot be read stays
 /// there, reported by `usage-server check` (contract section 11).
 pub(super) fn convert_json_rows(tx: &Transaction<'_>) -> StoreResult<()> {
+    // A team whose row cannot be read keeps its JSON rows, reported by `check`.
     let teams: Vec<(String, i64)> = {
         let mut stmt = tx.prepare("SELECT id, seq FROM teams").map_err(db_err)?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([], |r| {
+                Ok((
+                    segments::cell::<String>(r, 0)?,
+                    segments::cell::<i64>(r, 1)?,
+                ))
+            })
             .map_err(db_err)?;
-        rows.collect::<Result<_, _>>().map_err(db_err)?
+        rows.filter_map(|r| match r {
+            Ok((Ok(id), Ok(seq))) => Some(Ok((id, seq))),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(db_err)?
     };
     let mut stmt = tx.prepare(JSON_ROWS).map_err(db_err)?;
     let mut delete = tx
@@ -122,6 +180,40 @@ pub(super) fn convert_json_rows(tx: &Transaction<'_>) -> StoreResult<()> {
     Ok(())
 }
 
+/// Every team's id and change counter (`None` when it cannot be read: the team's reads then
+/// note it). A team row whose id cannot be read is handed to `unreadable` and left out.
+pub(super) fn team_rows(
+    conn: &Connection,
+    unreadable: &Unreadable,
+) -> StoreResult<Vec<(String, Option<i64>)>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT rowid, id, seq FROM teams ORDER BY id")
+        .map_err(db_err)?;
+    let mut rows = stmt.query([]).map_err(db_err)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(db_err)? {
+        let rowid: i64 = r.get(0).map_err(db_err)?;
+        match segments::cell::<String>(r, 1).map_err(db_err)? {
+            Ok(id) => out.push((id, segments::cell::<i64>(r, 2).map_err(db_err)?.ok())),
+            Err(reason) => unreadable.met(UnreadableRow {
+                team: "?".into(),
+                kind: "team".into(),
+                row: format!("teams rowid {rowid}"),
+                reason,
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// The ids of every team whose row reads ([`team_rows`]).
+fn team_ids(conn: &Connection, unreadable: &Unreadable) -> StoreResult<Vec<String>> {
+    Ok(team_rows(conn, unreadable)?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect())
+}
+
 /// Every unreadable segment, log entry and row of the store, team by team (a full read;
 /// `usage-server check`). Rows of the JSON layout left in `records` by the conversion to
 /// segments are the ones that could not be read then.
@@ -129,19 +221,12 @@ pub(super) fn scan_unreadable(
     conn: &Connection,
     unreadable: &Unreadable,
 ) -> StoreResult<Vec<UnreadableRow>> {
-    let teams: Vec<String> = {
-        let mut stmt = conn
-            .prepare("SELECT id FROM teams ORDER BY id")
-            .map_err(db_err)?;
-        let rows = stmt.query_map([], |r| r.get(0)).map_err(db_err)?;
-        rows.collect::<Result<_, _>>().map_err(db_err)?
-    };
     let found = Unreadable::default();
-    let mut stmt = conn.prepare(JSON_ROWS).map_err(db_err)?;
-    for team in &teams {
-        segments::scan_team(conn, team, &found)?;
-        read_rows(&mut stmt, team, |r| found.met(r), drop)?;
+    for team in team_ids(conn, &found)? {
+        segments::scan_team(conn, &team, &found)?;
     }
+    segments::scan_orphans(conn, &found)?;
+    scan_left_behind(conn, &found)?;
     let found = found.rows();
     for r in &found {
         unreadable.met(r.clone());

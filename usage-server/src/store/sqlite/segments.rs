@@ -131,25 +131,147 @@ fn decode_as(body: &[u8], name: &str) -> Result<Segment, String> {
     }
 }
 
-/// Joins the parts of stored rows `(key, part, body)` ordered by key then part.
-fn joined<K: Ord + Clone>(
-    rows: impl Iterator<Item = rusqlite::Result<(K, i64, Vec<u8>)>>,
-) -> StoreResult<BTreeMap<K, Vec<u8>>> {
-    let mut out: BTreeMap<K, Vec<u8>> = BTreeMap::new();
-    for r in rows {
-        let (k, _, body) = r.map_err(db_err)?;
-        match out.get_mut(&k) {
-            Some(b) => b.extend_from_slice(&body),
-            None => {
-                out.insert(k, body);
+/// A column of a stored row read as `T`, or why it cannot be: its storage class or its
+/// value is wrong (a hand edit, an older version's bug; contract section 11). An error of
+/// the database itself stays an error.
+pub(super) fn cell<T: rusqlite::types::FromSql>(
+    r: &rusqlite::Row<'_>,
+    i: usize,
+) -> rusqlite::Result<Result<T, String>> {
+    let name = r.as_ref().column_name(i).unwrap_or("?").to_string();
+    match r.get::<_, T>(i) {
+        Ok(v) => Ok(Ok(v)),
+        Err(rusqlite::Error::InvalidColumnType(_, _, ty)) => {
+            Ok(Err(format!("`{name}` is stored as {ty}")))
+        }
+        Err(rusqlite::Error::FromSqlConversionFailure(_, ty, e)) => {
+            Ok(Err(format!("`{name}` ({ty}) cannot be read: {e}")))
+        }
+        Err(rusqlite::Error::IntegralValueOutOfRange(_, v)) => {
+            Ok(Err(format!("`{name}` {v} is out of range")))
+        }
+        Err(rusqlite::Error::Utf8Error(e)) => Ok(Err(format!("`{name}` is not UTF-8: {e}"))),
+        Err(e) => Err(e),
+    }
+}
+
+/// The columns of one stored part of a segment or log entry (its body is read apart).
+struct Part {
+    rowid: i64,
+    kind: String,
+    part: i64,
+    seq: i64,
+    rows: i64,
+}
+
+/// Reads the parts `sql` selects (`rowid, kind, part, seq, rows`, bound to `args`); a row
+/// with a column that cannot be read is handed to `bad` with its rowid, its kind (as text
+/// whatever its storage class), and the reason.
+fn parts(
+    tx: &Connection,
+    sql: &str,
+    args: impl rusqlite::Params,
+    mut bad: impl FnMut(i64, Option<String>, String),
+) -> StoreResult<Vec<Part>> {
+    let mut stmt = tx.prepare_cached(sql).map_err(db_err)?;
+    let mut rows = stmt.query(args).map_err(db_err)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(db_err)? {
+        let rowid: i64 = r.get(0).map_err(db_err)?;
+        let kind = cell::<String>(r, 1).map_err(db_err)?;
+        let part = cell::<i64>(r, 2).map_err(db_err)?;
+        let seq = cell::<i64>(r, 3).map_err(db_err)?;
+        let n = cell::<i64>(r, 4).map_err(db_err)?;
+        match (kind, part, seq, n) {
+            (Ok(kind), Ok(part), Ok(seq), Ok(rows)) => out.push(Part {
+                rowid,
+                kind,
+                part,
+                seq,
+                rows,
+            }),
+            (kind, part, seq, n) => {
+                let reasons: Vec<String> = [
+                    kind.as_ref().err(),
+                    part.err().as_ref(),
+                    seq.err().as_ref(),
+                    n.err().as_ref(),
+                ]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect();
+                let name = kind.ok().or_else(|| r.get_ref(1).ok().map(shown));
+                bad(rowid, name, reasons.join("; "));
             }
         }
     }
     Ok(out)
 }
 
+/// The body of stored parts, read by rowid and joined in order; or why it cannot be read
+/// (a part's body is not a blob).
+fn body_of(tx: &Connection, table: &str, rowids: &[i64]) -> StoreResult<Result<Vec<u8>, String>> {
+    let mut stmt = tx
+        .prepare_cached(&format!("SELECT body FROM {table} WHERE rowid = ?1"))
+        .map_err(db_err)?;
+    let mut out = Vec::new();
+    for id in rowids {
+        let body = stmt
+            .query_row([id], |r| cell::<Vec<u8>>(r, 0))
+            .map_err(db_err)?;
+        match body {
+            Ok(b) => out.extend_from_slice(&b),
+            Err(reason) => return Ok(Err(format!("{table} rowid {id}: {reason}"))),
+        }
+    }
+    Ok(Ok(out))
+}
+
+/// Whether stored parts (sorted by part) are the parts `0..n` of one whole.
+fn whole(parts: &[&Part]) -> Result<(), String> {
+    if parts.iter().enumerate().all(|(i, p)| p.part == i as i64) {
+        Ok(())
+    } else {
+        let have: Vec<String> = parts.iter().map(|p| p.part.to_string()).collect();
+        Err(format!(
+            "its parts are {}, not 0 to {}",
+            have.join(", "),
+            parts.len().saturating_sub(1)
+        ))
+    }
+}
+
+/// The team's change counter, `teams.seq`; when it cannot be read, the latest one its
+/// segments and log show (the row is then handed to `bad`).
+fn team_seq(tx: &Connection, team: &str, bad: impl FnOnce(String)) -> StoreResult<i64> {
+    let seq = tx
+        .query_row("SELECT seq FROM teams WHERE id = ?1", [team], |r| {
+            cell::<i64>(r, 0)
+        })
+        .optional()
+        .map_err(db_err)?
+        .ok_or_else(|| StoreError::UnknownTeam(team.to_string()))?;
+    match seq {
+        Ok(seq) => Ok(seq),
+        Err(reason) => {
+            bad(reason);
+            tx.query_row(
+                "SELECT max(coalesce((SELECT max(seq) FROM log WHERE team_id = ?1 AND typeof(seq) = 'integer'), -1),
+                            coalesce((SELECT max(seq) FROM segments WHERE team_id = ?1 AND typeof(seq) = 'integer'), -1))",
+                [team],
+                |r| r.get(0),
+            )
+            .map_err(db_err)
+        }
+    }
+}
+
 /// Reads what `team` stores beyond `pos` (all of it for a new position) in one snapshot.
-/// Parts that cannot be read are handed to `unreadable` and left out.
+/// What cannot be read is handed to `unreadable` and left out, whatever is wrong with it
+/// (contract section 11): a body that does not decode (a segment or entry as a whole), a
+/// column whose storage class or value is wrong, parts that do not make a whole, an
+/// unknown kind, a `teams.seq` that is no integer (then the latest stored one is used).
 pub(super) fn read_delta(
     conn: &Connection,
     team: &str,
@@ -164,11 +286,15 @@ pub(super) fn read_delta(
         None
     };
     let tx = conn;
-    let seq: i64 = tx
-        .query_row("SELECT seq FROM teams WHERE id = ?1", [team], |r| r.get(0))
-        .optional()
-        .map_err(db_err)?
-        .ok_or_else(|| StoreError::UnknownTeam(team.to_string()))?;
+    let met = |kind: &str, row: String, reason: String| {
+        unreadable.met(UnreadableRow {
+            team: team.to_string(),
+            kind: kind.to_string(),
+            row,
+            reason,
+        });
+    };
+    let seq = team_seq(tx, team, |reason| met("team", "teams".into(), reason))?;
     let wanted = |name: &str| kinds.is_none_or(|ks| ks.iter().any(|k| k.name == name));
     let mut d = Delta {
         seq,
@@ -178,38 +304,49 @@ pub(super) fn read_delta(
         damaged: Vec::new(),
     };
     let note = |kind: &str, row: String, reason: String, d: &mut Delta| {
-        unreadable.met(UnreadableRow {
-            team: team.to_string(),
-            kind: kind.to_string(),
-            row,
-            reason,
-        });
+        met(kind, row, reason);
         if let Some(k) = kind_named(kind) {
             d.damaged.push(k.name);
         }
     };
-    // Segment heads first: which kinds moved, and by how much.
-    let heads: Vec<(String, i64, i64)> = {
-        let mut stmt = tx
-            .prepare_cached("SELECT kind, seq, rows FROM segments WHERE team_id = ?1 AND part = 0")
-            .map_err(db_err)?;
-        let rows = stmt
-            .query_map([team], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .map_err(db_err)?;
-        rows.collect::<Result<_, _>>().map_err(db_err)?
-    };
-    for (name, base, rows) in heads {
-        let Some(kind) = kind_named(&name).filter(|k| wanted(k.name)) else {
-            if kind_named(&name).is_none() {
-                note(
-                    &name,
-                    "segment".into(),
-                    format!("unknown record kind `{name}`"),
-                    &mut d,
-                );
-            }
+    // Every segment part of the team, without its body: which kinds moved, and by how
+    // much. A kind with a part that cannot be read is left out whole.
+    let mut broken: HashSet<String> = HashSet::new();
+    let mut bad_rows: Vec<(Option<String>, String, String)> = Vec::new();
+    let seg_parts = parts(
+        tx,
+        "SELECT rowid, kind, part, seq, rows FROM segments WHERE team_id = ?1",
+        [team],
+        |rowid, kind, reason| bad_rows.push((kind, format!("segments rowid {rowid}"), reason)),
+    )?;
+    for (kind, row, reason) in bad_rows.drain(..) {
+        let name = kind.unwrap_or_else(|| "?".into());
+        note(&name, row, reason, &mut d);
+        broken.insert(name);
+    }
+    let mut by_kind: BTreeMap<&str, Vec<&Part>> = BTreeMap::new();
+    for p in &seg_parts {
+        by_kind.entry(p.kind.as_str()).or_default().push(p);
+    }
+    for (name, mut ps) in by_kind {
+        ps.sort_by_key(|p| p.part);
+        let Some(kind) = kind_named(name) else {
+            note(
+                name,
+                "segment".into(),
+                format!("unknown record kind `{name}`"),
+                &mut d,
+            );
             continue;
         };
+        if broken.contains(name) || !wanted(kind.name) {
+            continue;
+        }
+        if let Err(reason) = whole(&ps) {
+            note(name, "segment".into(), reason, &mut d);
+            continue;
+        }
+        let (base, rows) = (ps[0].seq, ps[0].rows);
         if pos.base.get(kind.name).is_some_and(|b| b.0 == base) {
             continue;
         }
@@ -217,48 +354,43 @@ pub(super) fn read_delta(
             d.rebased.push((kind, base, rows as u64));
             continue;
         }
-        let body = {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT kind, part, body FROM segments WHERE team_id = ?1 AND kind = ?2 ORDER BY part",
-                )
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map([team, kind.name], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?))
-                })
-                .map_err(db_err)?;
-            joined(rows)?.into_values().next().unwrap_or_default()
-        };
-        match decode_as(&body, kind.name) {
+        let ids: Vec<i64> = ps.iter().map(|p| p.rowid).collect();
+        match body_of(tx, "segments", &ids)?.and_then(|b| decode_as(&b, kind.name)) {
             Ok(seg) => d.install.push((seg, base, rows as u64)),
             Err(reason) => note(kind.name, "segment".into(), reason, &mut d),
         }
     }
-    let entries = {
-        let mut stmt = tx
-            .prepare_cached(
-                "SELECT seq, kind, part, body FROM log WHERE team_id = ?1 AND seq > ?2 ORDER BY seq, part",
-            )
-            .map_err(db_err)?;
-        let rows = stmt
-            .query_map(params![team, pos.seq], |r| {
-                Ok((
-                    (r.get::<_, i64>(0)?, r.get::<_, String>(1)?),
-                    r.get(2)?,
-                    r.get(3)?,
-                ))
-            })
-            .map_err(db_err)?;
-        joined(rows)?
-    };
-    for ((seq, name), body) in entries {
-        if !kind_named(&name).is_none_or(|k| wanted(k.name)) {
+    // The log entries after the position, in order; a row that cannot be read is left
+    // out, and with it its entry. (A `seq` that is no integer sorts after every integer,
+    // so such a row is always among those read.)
+    let log_parts = parts(
+        tx,
+        "SELECT rowid, kind, part, seq, rows FROM log WHERE team_id = ?1 AND seq > ?2",
+        params![team, pos.seq],
+        |rowid, kind, reason| bad_rows.push((kind, format!("log rowid {rowid}"), reason)),
+    )?;
+    for (kind, row, reason) in bad_rows.drain(..) {
+        note(kind.as_deref().unwrap_or("?"), row, reason, &mut d);
+    }
+    let mut by_entry: BTreeMap<(i64, &str), Vec<&Part>> = BTreeMap::new();
+    for p in &log_parts {
+        by_entry
+            .entry((p.seq, p.kind.as_str()))
+            .or_default()
+            .push(p);
+    }
+    for ((seq, name), mut ps) in by_entry {
+        if !kind_named(name).is_none_or(|k| wanted(k.name)) {
             continue;
         }
-        match decode_as(&body, &name) {
+        ps.sort_by_key(|p| p.part);
+        let body = match whole(&ps) {
+            Ok(()) => body_of(tx, "log", &ps.iter().map(|p| p.rowid).collect::<Vec<_>>())?,
+            Err(reason) => Err(reason),
+        };
+        match body.and_then(|b| decode_as(&b, name)) {
             Ok(seg) => d.replay.push((seq, seg)),
-            Err(reason) => note(&name, format!("log {seq}"), reason, &mut d),
+            Err(reason) => note(name, format!("log {seq}"), reason, &mut d),
         }
     }
     if let Some(own) = own {
@@ -406,6 +538,53 @@ pub(super) fn store_fold(
             .map_err(db_err)?;
     }
     Ok(true)
+}
+
+/// A stored value as text for a message: text as it is, a blob as UTF-8 (lossy), a
+/// number as written.
+fn shown(v: rusqlite::types::ValueRef<'_>) -> String {
+    use rusqlite::types::ValueRef;
+    match v {
+        ValueRef::Null => "NULL".into(),
+        ValueRef::Integer(n) => n.to_string(),
+        ValueRef::Real(f) => f.to_string(),
+        ValueRef::Text(t) | ValueRef::Blob(t) => String::from_utf8_lossy(t).into_owned(),
+    }
+}
+
+/// Every segment and log row that belongs to no team: its `team_id` is not stored as
+/// text, or names no team (a hand edit). A team's reads never meet them, so only this
+/// scan does; each is handed to `unreadable` under the team its `team_id` spells.
+pub(super) fn scan_orphans(conn: &Connection, unreadable: &Unreadable) -> StoreResult<()> {
+    for table in ["segments", "log"] {
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT rowid, team_id, typeof(team_id), kind FROM {table} \
+                 WHERE typeof(team_id) <> 'text' \
+                    OR team_id NOT IN (SELECT id FROM teams WHERE typeof(id) = 'text') \
+                 ORDER BY rowid"
+            ))
+            .map_err(db_err)?;
+        let mut rows = stmt.query([]).map_err(db_err)?;
+        while let Some(r) = rows.next().map_err(db_err)? {
+            let rowid: i64 = r.get(0).map_err(db_err)?;
+            let team = shown(r.get_ref(1).map_err(db_err)?);
+            let ty: String = r.get(2).map_err(db_err)?;
+            let kind = shown(r.get_ref(3).map_err(db_err)?);
+            let reason = if ty == "text" {
+                format!("its team `{team}` does not exist")
+            } else {
+                format!("`team_id` is stored as {ty}")
+            };
+            unreadable.met(UnreadableRow {
+                team,
+                kind,
+                row: format!("{table} rowid {rowid}"),
+                reason,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Every segment and log entry of a team that cannot be read (a full read; `check`).

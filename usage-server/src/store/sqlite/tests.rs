@@ -248,13 +248,22 @@ proptest::proptest! {
             proptest::prop_assert_eq!(s.user_page("t", &up).await.ok(), team.user_page(&up).ok());
             let ap = agent_plan(&data, &mut c);
             proptest::prop_assert_eq!(s.agent("t", &ap).await.ok(), team.agent(&ap).ok());
+            // What the conversion left behind is met at start (counted for `/healthz`,
+            // logged) and listed by the scan, by its row id.
+            proptest::prop_assert_eq!(s.unreadable_count(), 0);
+            s.preload().await.unwrap();
+            proptest::prop_assert_eq!(s.unreadable_count(), 1);
             let bad = s.unreadable_rows().await.unwrap();
             proptest::prop_assert_eq!(bad.len(), 1);
-            proptest::prop_assert_eq!(&bad[0].row, "99");
+            proptest::prop_assert_eq!(s.unreadable_count(), 1);
             s.close().await.unwrap();
-            let left: i64 = rusqlite::Connection::open(&p).unwrap()
-                .query_row("SELECT COUNT(*) FROM records", [], |r| r.get(0)).unwrap();
+            let (left, id): (i64, i64) = rusqlite::Connection::open(&p).unwrap()
+                .query_row("SELECT COUNT(*), max(id) FROM records", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
             proptest::prop_assert_eq!(left, 1);
+            proptest::prop_assert_eq!(&bad[0].row, &format!("records id {id}"));
+            proptest::prop_assert_eq!(&bad[0].team, "t");
+            proptest::prop_assert_eq!(&bad[0].kind, "autocomplete");
+            proptest::prop_assert!(bad[0].reason.contains("not JSON"), "{}", bad[0].reason);
             Ok(())
         })?;
     }
@@ -327,4 +336,172 @@ async fn compaction_folds_the_log_and_other_processes_follow() {
     );
     let fresh = SqliteStore::open(&p).await.unwrap();
     assert_eq!(totals(&fresh, &t, None).await.unwrap(), after);
+}
+
+/// Contract section 11 (v5): a stored row is unreadable whatever is wrong with it, its
+/// bytes, its storage type or its value, in every column of `segments` and `log` (and the
+/// team's change counter). Each edit of team A's rows: the store opens and loads, counts
+/// the row (logged once) and lists it with team, kind and row; team A answers without
+/// what the row held and takes writes; team B is untouched.
+#[tokio::test]
+async fn a_row_wrong_in_any_column_is_unreadable_and_touches_no_other_team() {
+    use crate::store::conformance::{batch, team, totals};
+    use usage_core::schema::records::AUTOCOMPLETE;
+    let dir = tempfile::tempdir().unwrap();
+    let clean = dir.path().join("clean.db");
+    let (a, b) = {
+        let s = SqliteStore::open(&clean).await.unwrap();
+        s.set_auto_compact(false);
+        let (a, b) = (
+            team(&s, "a", Plan::Enterprise).await,
+            team(&s, "b", Plan::Enterprise).await,
+        );
+        // Team A: a segment (1), then two log entries (10, 100); team B: a segment (7).
+        let write = |key: &str, n: i64| {
+            batch(
+                &AUTOCOMPLETE,
+                vec![
+                    serde_json::json!({"api_key": key, "hour": "2025-05-01T10:00:00Z",
+                    "language": "GO", "ide": "vscode", "version": "1", "num_acceptances": n,
+                    "num_lines_accepted": 0, "num_bytes_accepted": 0}),
+                ],
+            )
+        };
+        for (t, key, n) in [
+            (&a, "k1", 1),
+            (&a, "k2", 10),
+            (&a, "k3", 100),
+            (&b, "k1", 7),
+        ] {
+            s.ingest(t, write(key, n), Timestamp::now()).await.unwrap();
+        }
+        s.close().await.unwrap();
+        (a, b)
+    };
+    assert_eq!(log_rows(&clean), (2, 2));
+    // (what is edited, the edit, team A's sum after it)
+    let seg = |set: &str| format!("UPDATE segments SET {set} WHERE team_id = ?1");
+    let last_log = |set: &str| {
+        format!(
+            "UPDATE log SET {set} WHERE team_id = ?1 AND seq = (SELECT max(seq) FROM log WHERE team_id = ?1)"
+        )
+    };
+    let cases: Vec<(&str, String, &str)> = vec![
+        // segments: every column, wrong storage types and wrong values.
+        (
+            "segments.team_id blob",
+            seg("team_id = CAST(team_id AS BLOB)"),
+            "110",
+        ),
+        ("segments.team_id unknown", seg("team_id = 'nobody'"), "110"),
+        (
+            "segments.kind blob",
+            seg("kind = CAST(kind AS BLOB)"),
+            "110",
+        ),
+        ("segments.kind unknown", seg("kind = 'nothing'"), "110"),
+        ("segments.part text", seg("part = 'abc'"), "110"),
+        ("segments.part real", seg("part = 0.5"), "110"),
+        ("segments.part gap", seg("part = 3"), "110"),
+        ("segments.seq text", seg("seq = 'abc'"), "110"),
+        ("segments.seq blob", seg("seq = x'00'"), "110"),
+        ("segments.rows real", seg("rows = 1.5"), "110"),
+        ("segments.rows text", seg("rows = 'many'"), "110"),
+        ("segments.body text", seg("body = 'abc'"), "110"),
+        ("segments.body integer", seg("body = 5"), "110"),
+        ("segments.body bytes", seg("body = x'00'"), "110"),
+        // log: every column, of the last entry.
+        (
+            "log.team_id blob",
+            last_log("team_id = CAST(team_id AS BLOB)"),
+            "11",
+        ),
+        ("log.kind blob", last_log("kind = x'ff'"), "11"),
+        ("log.kind unknown", last_log("kind = 'nothing'"), "11"),
+        ("log.part text", last_log("part = 'abc'"), "11"),
+        ("log.part gap", last_log("part = 1"), "11"),
+        ("log.seq text", last_log("seq = 'abc'"), "11"),
+        ("log.seq real", last_log("seq = 2.5"), "11"),
+        ("log.rows blob", last_log("rows = x'01'"), "11"),
+        ("log.body text", last_log("body = 'abc'"), "11"),
+        ("log.body real", last_log("body = 2.5"), "11"),
+        ("log.body bytes", last_log("body = x'0000'"), "11"),
+        // The team's change counter: its rows are all read all the same.
+        (
+            "teams.seq text",
+            "UPDATE teams SET seq = 'abc' WHERE id = ?1".into(),
+            "111",
+        ),
+    ];
+    for (i, (what, edit, want)) in cases.iter().enumerate() {
+        let p = dir.path().join(format!("case{i}.db"));
+        std::fs::copy(&clean, &p).unwrap();
+        let c = rusqlite::Connection::open(&p).unwrap();
+        let changed = c.execute(edit, [&a]).unwrap();
+        assert!(changed >= 1, "{what}: nothing edited");
+        drop(c);
+        let s = SqliteStore::open(&p).await.unwrap();
+        s.preload()
+            .await
+            .unwrap_or_else(|e| panic!("{what}: the store does not load: {e}"));
+        assert_eq!(
+            s.unreadable_count(),
+            1,
+            "{what}: {:?}",
+            s.inner.unreadable.rows()
+        );
+        let rows = s
+            .unreadable_rows()
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(rows.len(), 1, "{what}: {rows:?}");
+        let r = &rows[0];
+        let team_of_row = if what.ends_with("team_id unknown") {
+            "nobody"
+        } else {
+            a.as_str()
+        };
+        assert_eq!(r.team, team_of_row, "{what}: {r:?}");
+        assert!(!r.row.is_empty() && !r.reason.is_empty(), "{what}: {r:?}");
+        if what.starts_with("segments") || what.starts_with("log") {
+            assert!(
+                ["autocomplete", "nothing", "\u{fffd}"].contains(&r.kind.as_str()),
+                "{what}: {r:?}"
+            );
+        }
+        // Met again by the scan: still one row, logged once.
+        assert_eq!(s.unreadable_count(), 1, "{what}");
+        assert_eq!(
+            totals(&s, &a, None).await.unwrap().0,
+            *want,
+            "{what}: team A answers without the row"
+        );
+        assert_eq!(totals(&s, &b, None).await.unwrap().0, "7", "{what}: team B");
+        // Team A still takes writes, seen at once.
+        let more = batch(
+            &AUTOCOMPLETE,
+            vec![
+                serde_json::json!({"api_key": "k9", "hour": "2025-05-02T10:00:00Z",
+                "language": "GO", "ide": "vscode", "version": "1", "num_acceptances": 1000,
+                "num_lines_accepted": 0, "num_bytes_accepted": 0}),
+            ],
+        );
+        s.ingest(&a, more, Timestamp::now())
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let after: i64 = totals(&s, &a, None).await.unwrap().0.parse().unwrap();
+        assert_eq!(after, want.parse::<i64>().unwrap() + 1000, "{what}");
+        s.close().await.unwrap();
+        // The row stays in place: a fresh store meets it again (but the team's change
+        // counter, which the write set anew).
+        let again = SqliteStore::open(&p).await.unwrap();
+        again.preload().await.unwrap();
+        let left = u64::from(!what.starts_with("teams.seq"));
+        assert_eq!(again.unreadable_count(), left, "{what}");
+        assert_eq!(
+            totals(&again, &a, None).await.unwrap().0,
+            (want.parse::<i64>().unwrap() + 1000).to_string(),
+            "{what}"
+        );
+    }
 }
