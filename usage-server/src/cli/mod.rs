@@ -123,9 +123,20 @@ pub struct ServeArgs {
     /// Body limit of `Ingest`, in bytes.
     #[arg(long, default_value_t = 16 << 20)]
     pub max_ingest_bytes: usize,
-    /// Items per query result.
+    /// Items of a whole `Analytics` answer, all its queries together.
     #[arg(long, default_value_t = 100_000)]
     pub max_result_items: usize,
+    /// Bytes of a whole `Analytics` answer, counted as its aliases and values (suffixes K,
+    /// M, G). Default: 64M.
+    #[arg(long, value_parser = parse_bytes)]
+    pub max_result_bytes: Option<usize>,
+    /// Queries computed at once, all teams together. Default: one per core (at least 2).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub query_slots: Option<u16>,
+    /// Queries of one team computed or being sent at once; a team's further queries wait
+    /// in its own queue. Default: half the query slots (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub team_query_slots: Option<u16>,
     /// Memory for the PostgreSQL store's columnar cache of the teams served, in bytes
     /// (suffixes K, M, G: powers of 1024); 0 answers every query in SQL. Default: a
     /// quarter of the machine's memory. The other stores hold their teams anyway.
@@ -187,6 +198,16 @@ async fn export(
         .and_then(|()| out.flush())
         .map_err(|e| format!("cannot write the export: {e}"))?;
     Ok(())
+}
+
+/// The query slots of `serve`'s flags, the machine's defaults where a flag is not given.
+fn slots(pool: Option<u16>, per_team: Option<u16>) -> http::Slots {
+    let default = http::Slots::default();
+    let pool = pool.map_or(default.pool, usize::from);
+    http::Slots {
+        pool,
+        per_team: per_team.map_or((pool / 2).max(1), usize::from),
+    }
 }
 
 /// A size in bytes: digits, optionally followed by K, M or G (powers of 1024; `KiB`,
@@ -563,6 +584,9 @@ async fn serve(store: Arc<dyn Store>, args: ServeArgs) -> Result<(), Failure> {
     let config = http::Config {
         limits: Limits {
             result_items: args.max_result_items,
+            result_bytes: args
+                .max_result_bytes
+                .unwrap_or(Limits::default().result_bytes),
             ..Limits::default()
         },
         max_body_bytes: args.max_body_bytes,
@@ -573,6 +597,7 @@ async fn serve(store: Arc<dyn Store>, args: ServeArgs) -> Result<(), Failure> {
         },
         poll_interval: http::POLL_INTERVAL,
         timeouts: http::Timeouts::default(),
+        slots: slots(args.query_slots, args.team_query_slots),
     };
     http::serve_with(store, config, listener, metrics, shutdown_signal()).await;
     tracing::info!("stopped");

@@ -3,11 +3,17 @@
 //! sees it.
 //!
 //! Each connection runs in its own task with a watchdog. The watchdog reads the
-//! connection's [`Phase`]: *idle* from accept and after each answer, *headers* from the
-//! first byte of a request, *request* while the handler runs. A connection idle longer than
-//! [`Timeouts::idle`], or still reading headers [`Timeouts::headers`] after a request's
-//! first byte, is closed. Body progress is the handler's concern (`read_body`), since
-//! only there can a request still get its 408.
+//! connection's [`Phase`]: *idle* from accept and after each answer has been sent,
+//! *headers* from the first byte of a request, *request* while the handler runs,
+//! *responding* while the answer's body is sent. A connection idle longer than
+//! [`Timeouts::idle`], still reading headers [`Timeouts::headers`] after a request's first
+//! byte, or sending an answer that made no progress in either direction for
+//! [`Timeouts::idle`] (the client reads nothing and sends nothing), is closed: a reader
+//! that keeps reading, however slowly, gets the whole answer. Progress of an answer is a
+//! write the socket takes, a read, or (on Linux) the peer acknowledging queued bytes: the
+//! kernel wakes a writer only once half its send buffer, which grows to megabytes, is
+//! free, which a slow reader may take minutes to drain. Body progress is the
+//! handler's concern (`read_body`), since only there can a request still get its 408.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -63,6 +69,8 @@ enum Phase {
     Headers = 1,
     /// A request is with the handler.
     Request = 2,
+    /// The answer's body is being sent.
+    Responding = 3,
 }
 
 /// A connection's phase and when it began, shared by its reader, its service and its
@@ -99,15 +107,37 @@ impl ConnState {
         match self.phase.load(Ordering::Acquire) {
             0 => Phase::Idle,
             1 => Phase::Headers,
-            _ => Phase::Request,
+            2 => Phase::Request,
+            _ => Phase::Responding,
         }
     }
 
-    /// Bytes arrived: an idle connection starts a request.
+    /// Bytes arrived: an idle connection starts a request; an answer being sent made
+    /// progress.
     fn on_read(&self) {
-        if self.phase() == Phase::Idle {
-            self.set(Phase::Headers);
+        match self.phase() {
+            Phase::Idle => self.set(Phase::Headers),
+            Phase::Responding => self.progress(),
+            Phase::Headers | Phase::Request => {}
         }
+    }
+
+    /// Bytes went out: an answer being sent made progress (also once its body is done:
+    /// the connection may still be writing out what it buffered of it).
+    fn on_write(&self) {
+        if matches!(self.phase(), Phase::Responding | Phase::Idle) {
+            self.progress();
+        }
+    }
+
+    /// Restarts the clock of the current phase.
+    fn progress(&self) {
+        self.since_ms.store(self.now_ms(), Ordering::Release);
+    }
+
+    /// The handler answered; its body is being sent.
+    fn responding(&self) {
+        self.set(Phase::Responding);
     }
 
     fn request_started(&self) {
@@ -130,12 +160,54 @@ impl ConnState {
         match phase {
             Phase::Idle if waited >= t.idle => Some("idle keep-alive connection"),
             Phase::Headers if waited >= t.headers => Some("headers did not arrive in time"),
+            Phase::Responding if waited >= t.idle => {
+                Some("the answer made no progress: the client reads nothing")
+            }
             _ => None,
         }
     }
 }
 
-/// A socket that tells its connection's state when bytes arrive.
+/// The socket's descriptor, for [`unsent`] (Linux only).
+#[cfg(target_os = "linux")]
+fn raw_fd(stream: &TcpStream) -> Option<std::os::fd::RawFd> {
+    use std::os::fd::AsRawFd;
+    Some(stream.as_raw_fd())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn raw_fd(_: &TcpStream) -> Option<i32> {
+    None
+}
+
+/// The bytes of a socket's send queue the peer has not acknowledged yet (`TIOCOUTQ`), or
+/// `None` where that cannot be read: then only the writes the socket takes are progress.
+#[cfg(target_os = "linux")]
+fn unsent(fd: Option<std::os::fd::RawFd>) -> Option<i32> {
+    let fd = fd?;
+    let mut n: libc::c_int = 0;
+    // SAFETY: `TIOCOUTQ` writes one `c_int` through the pointer, which is valid for the
+    // call; `fd` is the socket of the connection whose task makes the call, open until
+    // that task ends.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+    (r == 0).then_some(n)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unsent(_: Option<i32>) -> Option<i32> {
+    None
+}
+
+/// Marks a connection's answer as sent when dropped (with the body that carries it).
+struct Answered(Arc<ConnState>);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.0.request_answered();
+    }
+}
+
+/// A socket that tells its connection's state when bytes arrive or leave.
 struct TimedIo {
     inner: TcpStream,
     state: Arc<ConnState>,
@@ -162,7 +234,11 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let res = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(res, Poll::Ready(Ok(n)) if n > 0) {
+            self.state.on_write();
+        }
+        res
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -178,7 +254,11 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(res, Poll::Ready(Ok(n)) if n > 0) {
+            self.state.on_write();
+        }
+        res
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -216,8 +296,9 @@ fn refused_before_routing(req: &Request<Incoming>) -> Option<ApiError> {
             ..ApiError::new(
                 Code::MethodNotAllowed,
                 format!(
-                    "method {method} with target `{}` is not served; operations are POST /api/v1/{{operation}}",
-                    req.uri()
+                    "method {} with target `{}` is not served; operations are POST /api/v1/{{operation}}",
+                    usage_core::error::echo(method.as_str()),
+                    usage_core::error::echo(&req.uri().to_string())
                 ),
             )
         });
@@ -247,6 +328,7 @@ async fn serve_connection<S>(
     S::Future: Send + 'static,
 {
     let state = Arc::new(ConnState::new());
+    let fd = raw_fd(&stream);
     let io = TokioIo::new(TimedIo {
         inner: stream,
         state: state.clone(),
@@ -275,8 +357,10 @@ async fn serve_connection<S>(
                         },
                     ),
             };
-            state.request_answered();
-            Ok::<_, Infallible>(super::streamed::into_wire(res))
+            state.responding();
+            // The answer is done when its body has been sent (or dropped).
+            let done = Answered(state);
+            Ok::<_, Infallible>(super::streamed::into_wire(res, Box::new(done)))
         }
     });
     let conn = hyper::server::conn::http1::Builder::new()
@@ -285,8 +369,19 @@ async fn serve_connection<S>(
     let conn = watcher.watch(conn);
     let watchdog = async {
         let tick = (timeouts.headers.min(timeouts.idle) / 10).max(Duration::from_millis(20));
+        let mut queued = None;
         loop {
             tokio::time::sleep(tick).await;
+            // The reader drained some of what the kernel queued: progress, though the
+            // socket may not take more bytes yet (it wakes the writer only once half its
+            // buffer, which grows to megabytes, is free).
+            if matches!(state.phase(), Phase::Responding | Phase::Idle) {
+                let now = unsent(fd);
+                if now.is_some_and(|n| n > 0) && now != queued {
+                    state.progress();
+                }
+                queued = now;
+            }
             if let Some(why) = state.expired(&timeouts) {
                 return why;
             }
@@ -561,5 +656,45 @@ mod tests {
             ..t
         };
         assert_eq!(s.expired(&idle), Some("idle keep-alive connection"));
+        // An answer being sent: progress either way restarts its clock; none closes it.
+        let s = ConnState {
+            born: Instant::now() - Duration::from_secs(100),
+            ..ConnState::new()
+        };
+        let minute = Timeouts {
+            idle: Duration::from_secs(60),
+            ..t
+        };
+        s.request_started();
+        s.responding();
+        assert_eq!(s.phase(), Phase::Responding);
+        assert_eq!(s.expired(&minute), None);
+        s.since_ms.store(0, Ordering::Release);
+        assert_eq!(
+            s.expired(&minute),
+            Some("the answer made no progress: the client reads nothing")
+        );
+        s.on_write();
+        assert_eq!(s.expired(&minute), None, "a write is progress");
+        s.since_ms.store(0, Ordering::Release);
+        s.on_read();
+        assert_eq!(
+            s.phase(),
+            Phase::Responding,
+            "a read does not start a request"
+        );
+        assert_eq!(s.expired(&minute), None, "a read is progress");
+        // The body is out of the handler's hands, maybe not yet out of the connection's
+        // buffer: a write is still progress.
+        s.request_answered();
+        assert_eq!(s.phase(), Phase::Idle);
+        s.since_ms.store(0, Ordering::Release);
+        assert_eq!(s.expired(&minute), Some("idle keep-alive connection"));
+        s.on_write();
+        assert_eq!(
+            s.expired(&minute),
+            None,
+            "a write after the body is progress"
+        );
     }
 }

@@ -15,6 +15,11 @@
 //!   columnar cache (`hit`, `pushdown`, `load`, `catch_up`, `eviction`) and the bytes it
 //!   holds (no events and 0 bytes on the other stores, which hold their teams anyway).
 //!
+//! - `usage_queries{state}`: queries now `running` in a slot of the pool and `waiting` for
+//!   one (their team's or the pool's; `http::gate`).
+//! - `usage_v2_answers_total{source}`: answers of the v2 endpoints, `computed` or `kept`
+//!   from an earlier page of the same request (`http::pages`).
+//!
 //! The endpoint is not authenticated by service keys (it names no team). `serve
 //! --metrics-listen ADDR` moves it to an address of its own, off the API's listener.
 
@@ -53,6 +58,16 @@ struct Event {
     event: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct State {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Source {
+    source: &'static str,
+}
+
 fn latency_histogram() -> Histogram {
     // 100 µs to about 13 s.
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
@@ -68,6 +83,8 @@ pub struct Metrics {
     store_records: Family<Kind, Gauge>,
     cache_events: Family<Event, Counter>,
     cache_bytes: Gauge,
+    queries: Family<State, Gauge>,
+    v2_answers: Family<Source, Counter>,
 }
 
 impl Default for Metrics {
@@ -88,6 +105,18 @@ impl Metrics {
         let store_records = Family::<Kind, Gauge>::default();
         let cache_events = Family::<Event, Counter>::default();
         let cache_bytes = Gauge::default();
+        let queries = Family::<State, Gauge>::default();
+        let v2_answers = Family::<Source, Counter>::default();
+        registry.register(
+            "queries",
+            "Queries running in a slot of the pool, and waiting for one",
+            queries.clone(),
+        );
+        registry.register(
+            "v2_answers",
+            "Answers of the v2 endpoints: computed, or kept from an earlier page",
+            v2_answers.clone(),
+        );
         registry.register(
             "http_requests",
             "Requests answered, by operation and status",
@@ -132,7 +161,15 @@ impl Metrics {
             store_records,
             cache_events,
             cache_bytes,
+            queries,
+            v2_answers,
         }
+    }
+
+    /// A v2 answer, computed or kept from an earlier page.
+    pub(crate) fn v2_answer(&self, kept: bool) {
+        let source = if kept { "kept" } else { "computed" };
+        self.v2_answers.get_or_create(&Source { source }).inc();
     }
 
     /// One answered request.
@@ -155,8 +192,14 @@ impl Metrics {
         self.ingested.get_or_create(&Kind { kind }).inc_by(n);
     }
 
-    /// The text of a scrape, with the store's figures read now.
-    pub async fn render(&self, store: &dyn Store) -> String {
+    /// The text of a scrape, with the store's figures and the queries running and waiting
+    /// (`queries`) read now.
+    pub(crate) async fn render(&self, store: &dyn Store, queries: (u64, u64)) -> String {
+        for (state, n) in [("running", queries.0), ("waiting", queries.1)] {
+            self.queries
+                .get_or_create(&State { state })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
         match store.record_counts().await {
             Ok(counts) => {
                 for (kind, n) in counts {

@@ -8,13 +8,16 @@
 
 mod conn;
 pub mod dashboard;
+mod gate;
 pub mod metrics;
 pub mod openapi;
 mod ops;
+mod pages;
 mod streamed;
 pub mod v2;
 
 pub use conn::Timeouts;
+pub use gate::Slots;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -24,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::{FutureExt, Stream, StreamExt};
+use usage_core::error::echo;
 use usage_core::plan::Limits;
 use warp::Filter;
 use warp::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -62,6 +66,8 @@ pub struct Config {
     pub poll_interval: Duration,
     /// Slow and idle clients (contract section 11).
     pub timeouts: Timeouts,
+    /// Queries computed at once, in all and per team (contract section 11).
+    pub slots: Slots,
 }
 
 impl Default for Config {
@@ -73,6 +79,7 @@ impl Default for Config {
             rate: RateConfig::default(),
             poll_interval: POLL_INTERVAL,
             timeouts: Timeouts::default(),
+            slots: Slots::default(),
         }
     }
 }
@@ -82,6 +89,8 @@ pub struct App {
     store: Arc<dyn Store>,
     config: Config,
     rate: RateLimiter,
+    gate: gate::Gate,
+    pages: pages::Pages,
     metrics: metrics::Metrics,
     /// Whether `GET /metrics` is served on the API's listener (not when `serve
     /// --metrics-listen` gave it an address of its own).
@@ -93,6 +102,8 @@ impl App {
     pub fn new(store: Arc<dyn Store>, config: Config) -> App {
         App {
             rate: RateLimiter::new(config.rate),
+            gate: gate::Gate::new(config.slots),
+            pages: pages::Pages::default(),
             store,
             config,
             metrics: metrics::Metrics::new(),
@@ -207,7 +218,7 @@ fn metrics_routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = I
                         Code::NotFound,
                         format!(
                             "no endpoint at `{}`; this address serves GET /metrics",
-                            path.as_str()
+                            echo(path.as_str())
                         ),
                     ))
                 };
@@ -309,7 +320,10 @@ async fn metrics_response(app: &App, method: &Method, path: &str) -> Result<Resp
     if method != Method::GET && method != Method::HEAD {
         return Err(method_not_allowed(method, path, "GET, HEAD"));
     }
-    let text = app.metrics.render(app.store.as_ref()).await;
+    let text = app
+        .metrics
+        .render(app.store.as_ref(), app.gate.queries())
+        .await;
     let mut res = Response::new(text.into());
     res.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -357,7 +371,10 @@ where
     if path.starts_with("/dashboard/") {
         return Err(ApiError::new(
             Code::NotFound,
-            format!("no dashboard file at `{path}`; the dashboard is GET /dashboard"),
+            format!(
+                "no dashboard file at `{}`; the dashboard is GET /dashboard",
+                echo(path)
+            ),
         ));
     }
     if path == openapi::PATH {
@@ -373,7 +390,8 @@ where
             ApiError::new(
                 Code::NotFound,
                 format!(
-                    "no operation at `{path}`; operations are POST /api/v1/{{{}}}",
+                    "no operation at `{}`; operations are POST /api/v1/{{{}}}",
+                    echo(path),
                     Op::ALL.map(Op::name).join(", ")
                 ),
             )
@@ -397,7 +415,11 @@ pub(crate) fn method_not_allowed(method: &Method, path: &str, allow: &'static st
         allow: Some(allow),
         ..ApiError::new(
             Code::MethodNotAllowed,
-            format!("method {method} is not allowed on `{path}`; use {allow}"),
+            format!(
+                "method {} is not allowed on `{}`; use {allow}",
+                echo(method.as_str()),
+                echo(path)
+            ),
         )
     }
 }
@@ -405,7 +427,7 @@ pub(crate) fn method_not_allowed(method: &Method, path: &str, allow: &'static st
 fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let given = headers
         .get(header::CONTENT_TYPE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        .map(|v| String::from_utf8_lossy(v.as_bytes()));
     let ok = given.as_deref().is_some_and(|v| {
         v.split(';')
             .next()
@@ -417,7 +439,10 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
         Err(ApiError::new(
             Code::UnsupportedMediaType,
             match given {
-                Some(g) => format!("Content-Type `{g}` is not supported; send application/json"),
+                Some(g) => format!(
+                    "Content-Type `{}` is not supported; send application/json",
+                    echo(&g)
+                ),
                 None => "Content-Type is missing; send application/json".to_string(),
             },
         ))

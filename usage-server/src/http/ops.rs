@@ -1,5 +1,7 @@
 //! The operations: decode (kinds), key, rate, permission, validation, names, answer.
 
+use std::future::Future;
+
 use usage_core::Violations;
 use usage_core::load;
 use usage_core::plan::{CapAction, CapScope};
@@ -124,8 +126,44 @@ pub(super) async fn authorize_for(
     Ok(info)
 }
 
+/// Answers of more items than this are encoded on the blocking pool, off the threads that
+/// serve connections.
+const BIG_ANSWER_ITEMS: usize = 2_000;
+
+/// Runs a query of `team` in one of the query slots (`gate`); the answer holds the team's
+/// slot until it has been sent.
+pub(super) async fn gated(
+    app: &App,
+    team: &str,
+    query: impl Future<Output = Result<Response, ApiError>>,
+) -> Result<Response, ApiError> {
+    let (answer, slot) = app.gate.run(team, query).await;
+    let mut res = answer?;
+    super::streamed::hold(&mut res, slot);
+    Ok(res)
+}
+
+/// The JSON answer of `value`; a `big` one is encoded (and later freed) on the blocking
+/// pool.
+pub(super) async fn json_answer<T: serde::Serialize + Send + 'static>(
+    value: T,
+    big: bool,
+) -> Response {
+    if !big {
+        return json_response(&value);
+    }
+    tokio::task::spawn_blocking(move || json_response(&value))
+        .await
+        .unwrap_or_else(|e| {
+            ApiError::new(Code::Internal, format!("internal error: {e}")).into_response("")
+        })
+}
+
 fn not_found(what: &str, name: &str) -> ApiError {
-    ApiError::new(Code::NotFound, format!("{what} `{name}` was not found"))
+    ApiError::new(
+        Code::NotFound,
+        format!("{what} `{}` was not found", usage_core::error::echo(name)),
+    )
 }
 
 /// Checks that a cap scope names a group or user of the key's team (404 otherwise).
@@ -174,45 +212,62 @@ pub(super) async fn dispatch(
                 }
             })
             .map_err(invalid)?;
-            let mut res = app.store.analytics(&key.team_id, &plan, limits).await?;
-            Ok(match format {
-                Some(f) if !res.query_results.is_empty() => {
-                    // Sent as it is encoded, a chunk of lines at a time.
-                    let aliases = plan.queries[0]
-                        .output_aliases()
-                        .into_iter()
-                        .map(String::from)
-                        .collect();
-                    let result = res.query_results.swap_remove(0);
-                    let mut out = Response::new(Default::default());
-                    super::streamed::stream_body(
-                        &mut out,
-                        super::streamed::chunked(export::into_lines(f, aliases, result)),
-                    );
-                    out.headers_mut().insert(
-                        header::CONTENT_TYPE,
-                        warp::http::HeaderValue::from_static(f.content_type()),
-                    );
-                    out
-                }
-                _ => json_response(&res),
+            let team = key.team_id.as_str();
+            gated(app, team, async {
+                let mut res = app.store.analytics(team, &plan, limits).await?;
+                Ok(match format {
+                    Some(f) if !res.query_results.is_empty() => {
+                        // Sent as it is encoded, a chunk of lines at a time.
+                        let aliases = plan.queries[0]
+                            .output_aliases()
+                            .into_iter()
+                            .map(String::from)
+                            .collect();
+                        let result = res.query_results.swap_remove(0);
+                        let mut out = Response::new(Default::default());
+                        super::streamed::stream_body(
+                            &mut out,
+                            super::streamed::chunked(export::into_lines(f, aliases, result)),
+                        );
+                        out.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            warp::http::HeaderValue::from_static(f.content_type()),
+                        );
+                        out
+                    }
+                    _ => {
+                        let items = res.query_results.iter().map(|q| q.response_items.len());
+                        let big = items.sum::<usize>() > BIG_ANSWER_ITEMS;
+                        json_answer(res, big).await
+                    }
+                })
             })
+            .await
         }
         Op::UserPageAnalytics => {
             let d = kinds::<UserPageAnalyticsRequest>(body)?;
             let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
             let plan =
                 validate::with_decoded(&d, |r, _| validate::user_page(r)).map_err(invalid)?;
-            let res = app.store.user_page(&key.team_id, &plan).await?;
-            Ok(json_response(&res))
+            let team = key.team_id.as_str();
+            gated(app, team, async {
+                let res = app.store.user_page(team, &plan).await?;
+                let big = res.user_table_stats.len() > BIG_ANSWER_ITEMS;
+                Ok(json_answer(res, big).await)
+            })
+            .await
         }
         Op::AgentAnalytics => {
             let d = kinds::<AgentAnalyticsRequest>(body)?;
             let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
             let plan =
                 validate::with_decoded(&d, |r, _| validate::agent(r, limits)).map_err(invalid)?;
-            let res = app.store.agent(&key.team_id, &plan).await?;
-            Ok(json_response(&res))
+            let team = key.team_id.as_str();
+            gated(app, team, async {
+                let res = app.store.agent(team, &plan).await?;
+                Ok(json_response(&res))
+            })
+            .await
         }
         Op::GetUsageConfig => {
             let d = kinds::<GetUsageConfigRequest>(body)?;

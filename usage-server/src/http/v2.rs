@@ -23,8 +23,9 @@
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use usage_core::error::echo;
 use usage_core::schema::{Agg, Permission, Role, Source, ValueType};
-use usage_core::time::Date;
+use usage_core::time::{Date, Timestamp};
 use usage_core::wire::decode::decode;
 use usage_core::wire::{AnalyticsRequest, UserPageAnalyticsRequest};
 use usage_core::zone::LocalZone;
@@ -100,11 +101,56 @@ pub(super) fn label(path: &str) -> Option<&'static str> {
 fn bad(param: &str, rule: Rule, message: impl Into<String>) -> ApiError {
     let mut v = Violations::new();
     v.push(Violation::new(
-        JsonPath::root().key(param.to_string(), 0),
+        JsonPath::root().key(echo(param).into_owned(), 0),
         rule,
         message,
     ));
     ApiError::invalid(&v)
+}
+
+/// The fields of the `UserPageAnalytics` request that `users/activity` makes, by the
+/// parameter each comes from.
+const ACTIVITY_NAMES: &[(&str, &str)] = &[
+    ("start_timestamp", "start"),
+    ("end_timestamp", "end"),
+    ("group_name", "group"),
+];
+
+/// The parts of the `Analytics` request that `usage/daily` makes, by the parameter each
+/// comes from: the date filters' values are `start` and `end`, the date field is `tz`'s.
+const DAILY_NAMES: &[(&str, &str)] = &[
+    ("query_requests[0].filters[0].value", "start"),
+    ("query_requests[0].filters[1].value", "end"),
+    ("query_requests[0].filters[0].name", "tz"),
+    ("query_requests[0].filters[1].name", "tz"),
+    ("query_requests[0].aggregations[0].field", "tz"),
+];
+
+/// A 400 of the request an endpoint made from its parameters, told in the parameters the
+/// client sent (contract section 11): each violation at a path of `names` is moved to its
+/// parameter, with the field's name in its message replaced by the parameter's. The
+/// parameters are checked before the request is made, so this is a safety net.
+fn sent(v: Violations, names: &[(&str, &str)]) -> ApiError {
+    let mut out = Violations::new();
+    for x in &v {
+        let path = x.path();
+        let (path, message) = match names.iter().find(|(field, _)| path == *field) {
+            Some((field, param)) => {
+                let short = field.rsplit('.').next().unwrap_or(field);
+                (
+                    JsonPath::root().key((*param).to_string(), 0),
+                    x.message()
+                        .replace(&format!("`{short}`"), &format!("`{param}`")),
+                )
+            }
+            None => (
+                JsonPath::root().key("(parameters)".to_string(), 0),
+                x.message().to_string(),
+            ),
+        };
+        out.push(Violation::new(path, x.rule(), message));
+    }
+    ApiError::invalid(&out)
 }
 
 /// The query parameters of a request, each given at most once.
@@ -127,8 +173,9 @@ impl Params {
                     k,
                     Rule::UnknownField,
                     format!(
-                        "GET /api/v2/{} takes no parameter `{k}`; it takes {}",
+                        "GET /api/v2/{} takes no parameter `{}`; it takes {}",
                         endpoint.name(),
+                        echo(k),
                         allowed.join(", ")
                     ),
                 ));
@@ -137,7 +184,7 @@ impl Params {
                 return Err(bad(
                     k,
                     Rule::ConflictingFields,
-                    format!("`{k}` is given twice"),
+                    format!("`{}` is given twice", echo(k)),
                 ));
             }
         }
@@ -165,7 +212,7 @@ impl Params {
                 bad(
                     name,
                     Rule::InvalidValue,
-                    format!("`{v}` is not a day YYYY-MM-DD"),
+                    format!("`{}` is not a day YYYY-MM-DD", echo(v)),
                 )
             })
         };
@@ -197,8 +244,9 @@ impl Params {
                 "tz",
                 Rule::InvalidValue,
                 format!(
-                    "`{tz}` is no time zone: use UTC, an offset UTC±H[:MM] within −12:00 to \
-                     +14:00 (e.g. UTC-8) or an IANA zone name (e.g. America/New_York)"
+                    "`{}` is no time zone: use UTC, an offset UTC±H[:MM] within −12:00 to \
+                     +14:00 (e.g. UTC-8) or an IANA zone name (e.g. America/New_York)",
+                    echo(&tz)
                 ),
             )
         })
@@ -215,7 +263,10 @@ impl Params {
                     bad(
                         "limit",
                         Rule::InvalidValue,
-                        format!("`limit` is a number from 1 to {MAX_LIMIT}, not `{v}`"),
+                        format!(
+                            "`limit` is a number from 1 to {MAX_LIMIT}, not `{}`",
+                            echo(v)
+                        ),
                     )
                 }),
         }
@@ -283,7 +334,7 @@ fn cursor_key(params: &Params, fingerprint: &str) -> Result<Option<Vec<String>>,
 /// The page of `rows` (each with its key, sorted by key) after `after`, and the cursor of
 /// the next page.
 fn page(
-    rows: Vec<(Vec<String>, Value)>,
+    rows: &[(Vec<String>, Value)],
     after: Option<&[String]>,
     limit: usize,
     fingerprint: &str,
@@ -341,7 +392,8 @@ pub(super) async fn route(
         return Err(ApiError::new(
             Code::NotFound,
             format!(
-                "no endpoint at `{path}`; the GET endpoints are {}",
+                "no endpoint at `{}`; the GET endpoints are {}",
+                echo(path),
                 ENDPOINTS.map(|(p, _)| p).join(", ")
             ),
         ));
@@ -362,21 +414,51 @@ pub(super) async fn route(
     let fingerprint = params.fingerprint(endpoint);
     let after = cursor_key(&params, &fingerprint)?;
     let limit = params.limit()?;
-    let rows = match endpoint {
-        Endpoint::Daily => daily(app, &key.team_id, &params).await?,
-        Endpoint::Activity => activity(app, &key.team_id, &params).await?,
-        Endpoint::Audit => audit(app, &key.team_id).await?,
+    // The whole answer is computed once for all its pages (`pages`): on a store with a
+    // change counter, it is kept until the team's data changes.
+    let team = key.team_id.as_str();
+    let version = match app.store.change_version().await {
+        Ok(Some(store)) => app
+            .store
+            .team_version(team)
+            .await
+            .ok()
+            .map(|t| (store, t.unwrap_or(0))),
+        _ => None,
     };
-    let (items, next) = page(rows, after.as_deref(), limit, &fingerprint);
+    let kept = version.and_then(|v| app.pages.get(team, &fingerprint, v));
+    app.metrics.v2_answer(kept.is_some());
+    let (rows, slot) = match kept {
+        Some(rows) => (rows, None),
+        None => {
+            let (rows, slot) = app
+                .gate
+                .run(team, async {
+                    match endpoint {
+                        Endpoint::Daily => daily(app, team, &params).await,
+                        Endpoint::Activity => activity(app, team, &params).await,
+                        Endpoint::Audit => audit(app, team).await,
+                    }
+                })
+                .await;
+            let rows = std::sync::Arc::new(rows?);
+            if let Some(v) = version {
+                app.pages.put(team, &fingerprint, v, rows.clone());
+            }
+            (rows, Some(slot))
+        }
+    };
+    let (items, next) = page(&rows, after.as_deref(), limit, &fingerprint);
     let field = if endpoint == Endpoint::Audit {
         "entries"
     } else {
         "data"
     };
-    Ok(conditional(
-        headers,
-        &json!({ field: items, "next_cursor": next }),
-    ))
+    let mut res = conditional(headers, &json!({ field: items, "next_cursor": next }));
+    if let Some(slot) = slot {
+        super::streamed::hold(&mut res, slot);
+    }
+    Ok(res)
 }
 
 /// The sources of `usage/daily`, by the `source` parameter.
@@ -409,7 +491,8 @@ async fn daily(
                 "source",
                 Rule::UnknownEnumValue,
                 format!(
-                    "`{source_name}` is no source; use {}",
+                    "`{}` is no source; use {}",
+                    echo(source_name),
                     SOURCES.map(|(n, _)| n).join(", ")
                 ),
             )
@@ -428,7 +511,8 @@ async fn daily(
                     "group_by",
                     Rule::UnknownEnumValue,
                     format!(
-                        "`{g}` is no grouping; use {}",
+                        "`{}` is no grouping; use {}",
+                        echo(g),
                         GROUPS.map(|(n, _)| n).join(", ")
                     ),
                 )
@@ -468,9 +552,9 @@ async fn daily(
         ],
     }]});
     let d = decode::<AnalyticsRequest>(body.to_string().as_bytes())
-        .map_err(|e| ApiError::invalid(&e.0))?;
+        .map_err(|e| sent(e.0, DAILY_NAMES))?;
     let plan = validate::with_decoded(&d, |r, _| validate::analytics(r, &app.config.limits))
-        .map_err(|v| ApiError::invalid(&v))?;
+        .map_err(|v| sent(v, DAILY_NAMES))?;
     let res = app.store.analytics(team, &plan, &app.config.limits).await?;
     let items = res
         .query_results
@@ -500,18 +584,24 @@ async fn activity(
     let (start, end) = params.days()?;
     let zone = params.zone()?;
     // The local days' first instants: from the start of `start` to the start of the day
-    // after `end`, in the zone.
-    let mut body = json!({
-        "start_timestamp": zone.day_start(start).to_rfc3339(),
-        "end_timestamp": zone.day_start(Date(end.0 + 1)).to_rfc3339(),
-    });
+    // after `end`, in the zone. An end past the last instant kept (the day after
+    // 9999-12-31) or a start before the first is left open: no record lies beyond them.
+    let mut body = json!({});
+    let first = zone.day_start(start);
+    if first >= Timestamp::MIN {
+        body["start_timestamp"] = json!(first.to_rfc3339());
+    }
+    let after = zone.day_start(Date(end.0 + 1));
+    if after <= Timestamp::MAX {
+        body["end_timestamp"] = json!(after.to_rfc3339());
+    }
     if let Some(g) = params.get("group").filter(|g| !g.is_empty()) {
         body["group_name"] = json!(g);
     }
     let d = decode::<UserPageAnalyticsRequest>(body.to_string().as_bytes())
-        .map_err(|e| ApiError::invalid(&e.0))?;
+        .map_err(|e| sent(e.0, ACTIVITY_NAMES))?;
     let plan = validate::with_decoded(&d, |r, _| validate::user_page(r))
-        .map_err(|v| ApiError::invalid(&v))?;
+        .map_err(|v| sent(v, ACTIVITY_NAMES))?;
     let res = app.store.user_page(team, &plan).await?;
     let mut rows: Vec<(Vec<String>, Value)> = res
         .user_table_stats
@@ -711,17 +801,17 @@ mod tests {
             .iter()
             .map(|k| (vec![k.to_string()], json!(k)))
             .collect();
-        let (p, next) = page(rows.clone(), None, 2, "f");
+        let (p, next) = page(&rows, None, 2, "f");
         assert_eq!(p, [json!("a"), json!("b")]);
         let next = next.unwrap();
         assert_eq!(unhex(&next).unwrap(), br#"["f",["b"]]"#);
-        let (p, next) = page(rows.clone(), Some(&["b".to_string()]), 2, "f");
+        let (p, next) = page(&rows, Some(&["b".to_string()]), 2, "f");
         assert_eq!(p, [json!("c"), json!("d")]);
         assert!(next.is_some());
-        let (p, next) = page(rows.clone(), Some(&["d".to_string()]), 2, "f");
+        let (p, next) = page(&rows, Some(&["d".to_string()]), 2, "f");
         assert_eq!((p, next), (vec![json!("e")], None));
         // A key that is gone: the page starts after where it was.
-        let (p, _) = page(rows, Some(&["bb".to_string()]), 1, "f");
+        let (p, _) = page(&rows, Some(&["bb".to_string()]), 1, "f");
         assert_eq!(p, [json!("c")]);
     }
 

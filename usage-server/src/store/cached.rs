@@ -438,6 +438,10 @@ impl Store for CachedMeta {
     async fn change_version(&self) -> StoreResult<Option<i64>> {
         self.inner.change_version().await
     }
+
+    async fn team_version(&self, team: &str) -> StoreResult<Option<i64>> {
+        self.inner.team_version(team).await
+    }
 }
 
 #[cfg(test)]

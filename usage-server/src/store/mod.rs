@@ -259,6 +259,13 @@ pub trait Store: TeamStore + RecordStore + CapStore + BillingStore {
     async fn change_version(&self) -> StoreResult<Option<i64>> {
         Ok(None)
     }
+    /// A number that moves with every write of one team's records, users and groups, by
+    /// any process, where [`Store::change_version`] does not (PostgreSQL's counts the
+    /// metadata only). `None` (the default): the change counter moves with them too.
+    /// Together they say whether an answer computed earlier still holds (`v2` pages).
+    async fn team_version(&self, _team: &str) -> StoreResult<Option<i64>> {
+        Ok(None)
+    }
     /// Loads every team's data into memory where the store caches it, and learns of the
     /// stored rows that cannot be read ([`Store::unreadable_count`]).
     async fn preload(&self) -> StoreResult<()> {

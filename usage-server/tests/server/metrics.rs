@@ -12,7 +12,7 @@ use crate::common::{Env, TestStore, fast_config};
 
 /// The samples of a scrape: (name, sorted labels) -> value (histograms: their `_count`
 /// and `_sum` as samples of those names).
-fn scrape(text: &str) -> BTreeMap<(String, Vec<(String, String)>), f64> {
+pub(crate) fn scrape(text: &str) -> BTreeMap<(String, Vec<(String, String)>), f64> {
     let lines = text.lines().map(|l| Ok(l.to_string()));
     let parsed = prometheus_parse::Scrape::parse(lines).expect("a valid exposition");
     let mut out = BTreeMap::new();

@@ -299,6 +299,20 @@ impl Store for PgStore {
         Ok(Some(row.get(0)))
     }
 
+    /// The team's change number ([`sql::TEAM_CHANGES`]): it moves with every write of the
+    /// team's records, users and groups.
+    async fn team_version(&self, team: &str) -> StoreResult<Option<i64>> {
+        let c = self.client().await?;
+        let row = c
+            .query_opt(
+                format!("SELECT seq FROM {} WHERE team_id = $1", sql::TEAM_CHANGES).as_str(),
+                &[&team],
+            )
+            .await
+            .map_err(pg_err)?;
+        Ok(Some(row.map_or(0, |r| r.get(0))))
+    }
+
     async fn take_token(
         &self,
         team: &str,
