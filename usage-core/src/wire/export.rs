@@ -5,8 +5,10 @@
 //! - **CSV** (RFC 4180): a header row of the query's aliases in answer order
 //!   ([`QueryPlan::output_aliases`]), then one row per item; a value the JSON answer leaves
 //!   out (null) is an empty cell (`""` when it is the row's only cell, as an empty line is
-//!   no record). A cell holding a comma, a double quote, CR or LF is quoted, its quotes
-//!   doubled. Lines end with CRLF.
+//!   no record). A text cell starting with `=`, `+`, `-`, `@`, TAB or CR, which a
+//!   spreadsheet would run as a formula, is written with a leading `'` (OWASP CSV
+//!   injection; header cells too). A cell holding a comma, a double quote, CR or LF is
+//!   quoted, its quotes doubled. Lines end with CRLF.
 //! - **NDJSON**: one JSON object per item, the item as the JSON answer has it (the same
 //!   keys, in the same order, values as strings), each line ending with LF.
 //!
@@ -129,8 +131,22 @@ pub fn one_query(format: Format) -> crate::Violations {
     v
 }
 
-/// Appends a CSV cell.
+/// The first characters that make a spreadsheet read a cell as a formula (OWASP, CSV
+/// injection): such a text cell is written with a leading `'`.
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// Appends a CSV cell: a text a spreadsheet would run as a formula (`=HYPERLINK(…)`)
+/// behind a `'`, then quoted if it holds a comma, a quote, CR or LF. No number of an
+/// answer starts with one of those characters (counts and sums are never negative), so
+/// only text cells, aliases included, are ever marked.
 fn cell(out: &mut String, v: &str) {
+    let marked;
+    let v = if v.starts_with(FORMULA_STARTS) {
+        marked = format!("'{v}");
+        marked.as_str()
+    } else {
+        v
+    };
     if v.contains([',', '"', '\r', '\n']) {
         out.push('"');
         out.push_str(&v.replace('"', "\"\""));
@@ -227,6 +243,41 @@ mod tests {
         for (accept, want) in cases {
             assert_eq!(Format::from_accept(accept), want, "{accept}");
         }
+    }
+
+    /// Contract section 11 (v5): a text cell starting with `=`, `+`, `-`, `@`, TAB or CR
+    /// gets a leading `'`, in the header too; other cells and NDJSON are unchanged.
+    #[test]
+    fn csv_cells_that_a_spreadsheet_would_run_get_a_quote() {
+        let cases = [
+            (
+                "=HYPERLINK(\"http://x\",\"y\")",
+                "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"",
+            ),
+            ("+1", "'+1"),
+            ("-cmd", "'-cmd"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("\tx", "'\tx"),
+            ("\rx", "\"'\rx\""),
+            ("a=b", "a=b"),
+            ("'=x", "'=x"),
+            ("12", "12"),
+            ("", ""),
+        ];
+        for (v, want) in cases {
+            let mut out = String::new();
+            cell(&mut out, v);
+            assert_eq!(out, want, "{v:?}");
+        }
+        let item = Item(vec![("=a".into(), "@b".into())]);
+        let result = QueryResult {
+            response_items: vec![ResponseItem { item }],
+        };
+        assert_eq!(encode(Format::Csv, &["=a"], &result), "'=a\r\n'@b\r\n");
+        assert_eq!(
+            encode(Format::Ndjson, &["=a"], &result),
+            "{\"=a\":\"@b\"}\n"
+        );
     }
 
     #[test]

@@ -31,6 +31,24 @@ async fn post_accept(env: &Env, accept: &str, body: &Value) -> (u16, String, Str
     (status, ct, res.text().await.unwrap())
 }
 
+/// A text as a CSV export writes it (contract section 11, v5): a leading `'` when it starts
+/// with a character a spreadsheet would run as a formula.
+fn as_csv_cell(v: &str) -> String {
+    if v.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{v}")
+    } else {
+        v.to_string()
+    }
+}
+
+/// A header cell back to its alias ([`as_csv_cell`] undone).
+fn unmarked(h: &str) -> String {
+    match h.strip_prefix('\'') {
+        Some(rest) if rest.starts_with(['=', '+', '-', '@', '\t', '\r']) => rest.to_string(),
+        _ => h.to_string(),
+    }
+}
+
 fn block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
@@ -76,12 +94,15 @@ async fn exports_equal_the_json_answer(store: TestStore) {
             let header: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
             let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
             prop_assert_eq!(rows.len(), items.len());
+            // A header's alias and a cell's value as the JSON answer has them.
+            let header: Vec<String> = header.iter().map(|h| unmarked(h)).collect();
             for (row, item) in rows.iter().zip(&items) {
                 for k in item.keys() {
                     prop_assert!(header.iter().any(|h| h == k), "{} not in {:?}", k, header);
                 }
                 for (h, cell) in header.iter().zip(row.iter()) {
-                    prop_assert_eq!(item.get(h).unwrap_or(""), cell, "{}", h);
+                    let want = item.get(h).map(as_csv_cell).unwrap_or_default();
+                    prop_assert_eq!(want.as_str(), cell, "{}", h);
                 }
             }
             // NDJSON.
@@ -176,4 +197,49 @@ async fn exports_are_streamed_in_chunks() {
     body["query_requests"][0]["selections"] = json!([{"field": "api_key"}]);
     let res = send("application/json", body).await.unwrap();
     assert!(res.headers().get("content-length").is_some());
+}
+
+on_every_store!(formula_cells_are_marked_in_csv_only);
+/// Contract section 11 (v5): a text a spreadsheet would run as a formula
+/// (`=HYPERLINK(...)` in a language) is written with a leading `'` in a CSV export;
+/// NDJSON and JSON keep it as stored.
+async fn formula_cells_are_marked_in_csv_only(kind: TestStore) {
+    let env = Env::new(kind).await;
+    let langs = [
+        "=HYPERLINK(\"http://x.example\",\"open\")",
+        "+1",
+        "-x",
+        "@y",
+        "\tz",
+        "ok",
+    ];
+    let records: Vec<Value> = langs
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            json!({"api_key": "k-formula", "language": l, "ide": "vscode", "version": "1",
+                   "num_acceptances": 1, "num_lines_accepted": 1, "num_bytes_accepted": 1,
+                   "hour": usage_core::time::Timestamp(1_735_689_600_000_000 + i as i64 * 3_600_000_000).to_rfc3339()})
+        })
+        .collect();
+    crate::common::load(
+        env.store.as_ref(),
+        &env.team,
+        &usage_core::schema::records::AUTOCOMPLETE,
+        Value::Array(records),
+    )
+    .await;
+    let body = json!({"service_key": env.key, "query_requests": [{
+        "data_source": "QUERY_DATA_SOURCE_USER_DATA",
+        "selections": [{"field": "language", "name": "=lang"}],
+        "filters": [{"name": "api_key", "filter": "QUERY_FILTER_EQUAL", "value": "k-formula"}]}]});
+    let (st, _, csv) = post_accept(&env, "text/csv", &body).await;
+    assert_eq!(st, 200, "{csv}");
+    assert_eq!(
+        csv,
+        "'=lang\r\n\"'=HYPERLINK(\"\"http://x.example\"\",\"\"open\"\")\"\r\n'+1\r\n'-x\r\n'@y\r\n'\tz\r\nok\r\n"
+    );
+    let (_, _, nd) = post_accept(&env, "application/x-ndjson", &body).await;
+    let first: Value = serde_json::from_str(nd.lines().next().unwrap()).unwrap();
+    assert_eq!(first["=lang"], langs[0]);
 }
