@@ -1060,6 +1060,20 @@ fn responses(schemas: &mut Map<String, Value>) {
             "signupTime": time,
         },
     }));
+    schemas.insert("BillingState".into(), json!({
+        "type": "object",
+        "description": "A team's billing, as an audit entry of scope `billing` shows it (the fields of a `billing` record).",
+        "required": ["plan", "num_seats", "prompt_credits_per_seat", "billing_cycle_start", "billing_cycle_end", "add_on_credits_available", "add_on_credits_used"],
+        "properties": {
+            "plan": {"type": "string", "enum": usage_core::schema::Plan::IDENTIFIERS},
+            "num_seats": {"type": "integer", "minimum": 0},
+            "prompt_credits_per_seat": {"type": "integer", "minimum": 0},
+            "billing_cycle_start": time,
+            "billing_cycle_end": time,
+            "add_on_credits_available": {"type": "integer", "minimum": 0},
+            "add_on_credits_used": {"type": "integer", "minimum": 0},
+        },
+    }));
     schemas.insert("UserPageAnalyticsResponse".into(), json!({
         "type": "object",
         "required": ["userTableStats"],

@@ -309,12 +309,27 @@ pub(super) async fn dispatch(
         Op::Ingest => {
             let d = kinds::<IngestRequest>(body)?;
             let key = authorize(app, op, d.request.service_key.as_deref(), headers, cx).await?;
+            // `billing` records change plan, seats and credits: they need billing-write
+            // too (contract section 11), and each change is audited with the key.
+            let billing = usage_core::schema::records::BILLING.name;
+            if d.request.kind.as_deref() == Some(billing)
+                && !key.permissions.contains(&Permission::BillingWrite)
+            {
+                return Err(ApiError::new(
+                    Code::PermissionDenied,
+                    format!(
+                        "the service key lacks the permission {} that Ingest of `{billing}` records needs (besides {})",
+                        auth::describe(Permission::BillingWrite),
+                        auth::describe(Permission::UsageWrite),
+                    ),
+                ));
+            }
             let batch =
                 validate::with_decoded(&d, |r, _| load::ingest(r, limits)).map_err(invalid)?;
             let kind = batch.kind.name;
             let n = app
                 .store
-                .ingest(&key.team_id, batch, Timestamp::now())
+                .ingest_by(&key.team_id, batch, &key.key_id, Timestamp::now())
                 .await?;
             app.metrics.ingested(kind, n);
             Ok(json_response(&IngestResponse { accepted: n as i64 }))

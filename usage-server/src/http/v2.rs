@@ -8,7 +8,8 @@
 //!   count fields and its distinct users, from an `Analytics` query grouped by `date`.
 //! - `GET /api/v2/users/activity?start=&end=[&group=][&limit=][&cursor=]` (`teams-read`): the
 //!   `UserPageAnalytics` rows of the period, by e-mail.
-//! - `GET /api/v2/audit?[limit=][&cursor=]` (`billing-read`): cap changes, oldest first.
+//! - `GET /api/v2/audit?[limit=][&cursor=]` (`billing-read`): changes of caps and of
+//!   billing, oldest first.
 //!
 //! **Pagination.** Rows come in a fixed order of a key (day and group value; e-mail; the
 //! entry's place in the append-only log); a page holds the `limit` rows (default 100, at
@@ -766,7 +767,7 @@ pub(super) fn openapi_endpoints() -> Vec<super::openapi::Endpoint> {
             methods: &["get"],
             operation_id: "Audit".into(),
             tag: "billing",
-            summary: "Cap changes, oldest first.".into(),
+            summary: "Cap and billing changes, oldest first.".into(),
             description: desc(Endpoint::Audit),
             request: None,
             ok: page(
@@ -777,9 +778,9 @@ pub(super) fn openapi_endpoints() -> Vec<super::openapi::Endpoint> {
                     "properties": {
                         "time": {"type": "string"},
                         "key_id": {"type": "string"},
-                        "scope": {"type": "string", "description": "`team`, `group:ID` or `user:EMAIL`."},
-                        "old": {"type": ["integer", "null"]},
-                        "new": {"type": ["integer", "null"]},
+                        "scope": {"type": "string", "description": "`team`, `group:ID` or `user:EMAIL` for a cap; `billing` for a change of plan, seats, credits or cycle."},
+                        "old": {"description": "The cap before (null: none), or for `billing` the state before.", "anyOf": [{"type": "integer"}, {"type": "null"}, {"$ref": "#/components/schemas/BillingState"}]},
+                        "new": {"description": "The cap after (null: none), or for `billing` the state after.", "anyOf": [{"type": "integer"}, {"type": "null"}, {"$ref": "#/components/schemas/BillingState"}]},
                     },
                 }),
             ),

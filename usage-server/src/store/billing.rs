@@ -102,6 +102,34 @@ impl Billing {
         }
     }
 
+    /// The state as an audit entry shows it: the fields of a `billing` record.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "plan": self.plan.as_str(),
+            "num_seats": self.num_seats,
+            "prompt_credits_per_seat": self.prompt_credits_per_seat,
+            "billing_cycle_start": self.cycle_start.to_rfc3339(),
+            "billing_cycle_end": self.cycle_end.to_rfc3339(),
+            "add_on_credits_available": self.add_on_credits_available,
+            "add_on_credits_used": self.add_on_credits_used,
+        })
+    }
+
+    /// The state [`Billing::to_json`] wrote, `None` when `v` is not one.
+    pub fn from_json(v: &serde_json::Value) -> Option<Billing> {
+        let n = |f: &str| v.get(f)?.as_i64();
+        let t = |f: &str| Timestamp::parse_rfc3339(v.get(f)?.as_str()?);
+        Some(Billing {
+            plan: v.get("plan")?.as_str()?.parse().ok()?,
+            num_seats: n("num_seats")?,
+            prompt_credits_per_seat: n("prompt_credits_per_seat")?,
+            add_on_credits_available: n("add_on_credits_available")?,
+            add_on_credits_used: n("add_on_credits_used")?,
+            cycle_start: t("billing_cycle_start")?,
+            cycle_end: t("billing_cycle_end")?,
+        })
+    }
+
     /// The `GetTeamCreditBalance` answer at `now`.
     pub fn response(&self, now: Timestamp) -> GetTeamCreditBalanceResponse {
         let c = self.current(now);
@@ -125,6 +153,20 @@ mod tests {
 
     fn t(s: &str) -> Timestamp {
         Timestamp::parse_rfc3339(s).unwrap()
+    }
+
+    #[test]
+    fn the_audit_form_reads_back() {
+        let b = Billing {
+            add_on_credits_used: 3,
+            ..Billing::new(Plan::Teams, 7, 11, t("2025-01-31T15:00:00.5Z"))
+        };
+        assert_eq!(Billing::from_json(&b.to_json()), Some(b));
+        assert_eq!(b.to_json()["plan"], "teams");
+        assert_eq!(
+            Billing::from_json(&serde_json::json!({"plan": "teams"})),
+            None
+        );
     }
 
     #[test]

@@ -258,9 +258,15 @@ impl TeamStore for CachedMeta {
 
 #[async_trait]
 impl RecordStore for CachedMeta {
-    async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
+    async fn ingest_by(
+        &self,
+        team: &str,
+        batch: Batch,
+        key_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
         let billing = std::ptr::eq(batch.kind, &BILLING);
-        let r = self.inner.ingest(team, batch, now).await;
+        let r = self.inner.ingest_by(team, batch, key_id, now).await;
         if billing {
             self.invalidate(|c| {
                 c.billing.remove(team);

@@ -14,7 +14,7 @@ use usage_core::validate;
 use usage_core::wire::AnalyticsRequest;
 use usage_core::wire::decode::decode;
 
-use super::{KeyRecord, NewTeam, Store, StoreError, effective_cap};
+use super::{Billing, Change, KeyRecord, NewTeam, Store, StoreError, effective_cap};
 
 fn now() -> Timestamp {
     Timestamp::parse_rfc3339("2025-05-20T10:00:00Z").expect("a time")
@@ -363,7 +363,10 @@ pub async fn caps(s: &dyn Store) {
     let log = s.audit(&a).await.expect("q");
     let got: Vec<_> = log
         .iter()
-        .map(|e| (e.key_id.as_str(), e.scope.label(), e.old, e.new))
+        .map(|e| match &e.change {
+            Change::Cap { scope, old, new } => (e.key_id.as_str(), scope.label(), *old, *new),
+            other => panic!("not a cap change: {other:?}"),
+        })
         .collect();
     assert_eq!(
         got,
@@ -380,7 +383,9 @@ pub async fn caps(s: &dyn Store) {
 }
 
 /// Billing: `team create` sets plan, seats, credits and a first cycle; `billing`
-/// records change only the fields they have.
+/// records change only the fields they have, and each change is in the audit log with
+/// the key that made it (`import`: the import's actor) and both states; a write that
+/// changes nothing is not.
 pub async fn billing(s: &dyn Store) {
     let a = team(s, "a", Plan::Teams).await;
     let b0 = s.billing(&a).await.expect("q");
@@ -410,6 +415,37 @@ pub async fn billing(s: &dyn Store) {
         s.billing("team_nope").await,
         Err(StoreError::UnknownTeam("team_nope".into()))
     );
+    let seats = |n: i64| batch(&records::BILLING, vec![json!({"num_seats": n})]);
+    s.ingest_by(&a, seats(9), "key_b", now())
+        .await
+        .expect("billing");
+    s.ingest_by(&a, seats(9), "key_c", now())
+        .await
+        .expect("the same again");
+    let stream: super::RecordStream = Box::new(seats(12).records.into_iter().map(Ok));
+    s.import(&a, &records::BILLING, stream, now())
+        .await
+        .expect("import");
+    let b3 = s.billing(&a).await.expect("q");
+    let log = s.audit(&a).await.expect("q");
+    let want = [
+        ("-", b0, b1),
+        ("key_b", b1, Billing { num_seats: 9, ..b1 }),
+        (super::IMPORT_ACTOR, Billing { num_seats: 9, ..b1 }, b3),
+    ];
+    let got: Vec<(&str, Billing, Billing)> = log
+        .iter()
+        .map(|e| match &e.change {
+            Change::Billing { old, new } => (e.key_id.as_str(), *old, *new),
+            other => panic!("not a billing change: {other:?}"),
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(b3.num_seats, 12);
+    assert_eq!(log[1].time, now());
+    assert_eq!(log[1].to_json()["scope"], "billing");
+    assert_eq!(log[1].to_json()["old"]["num_seats"], 5);
+    assert_eq!(log[1].to_json()["new"]["num_seats"], 9);
 }
 
 /// Identities at the longest the validator accepts (every text field of an identity at

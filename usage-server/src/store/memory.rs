@@ -13,8 +13,8 @@ use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyt
 
 use super::shared::{closed, poisoned};
 use super::{
-    AuditEntry, Billing, BillingStore, CapStore, KeyInfo, KeyRecord, NewTeam, RecordStore,
-    RecordStream, Store, StoreError, StoreResult, Team, TeamStore, answer, prepare,
+    AuditEntry, Billing, BillingStore, CapStore, Change, IMPORT_ACTOR, KeyInfo, KeyRecord, NewTeam,
+    RecordStore, RecordStream, Store, StoreError, StoreResult, Team, TeamStore, answer, prepare,
 };
 
 #[derive(Default)]
@@ -64,7 +64,13 @@ impl MemoryStore {
         f(&g)
     }
 
-    fn write_batch(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
+    fn write_batch(
+        &self,
+        team: &str,
+        batch: Batch,
+        key_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
         let n = batch.records.len() as u64;
         if batch.kind == &BILLING {
             let mut m = self.meta()?;
@@ -72,8 +78,20 @@ impl MemoryStore {
                 .billing
                 .get_mut(team)
                 .ok_or_else(|| StoreError::UnknownTeam(team.to_string()))?;
+            let old = *b;
             for r in &batch.records {
                 b.apply(r, now);
+            }
+            let new = *b;
+            if new != old {
+                m.audit
+                    .entry(team.to_string())
+                    .or_default()
+                    .push(AuditEntry {
+                        time: now,
+                        key_id: key_id.to_string(),
+                        change: Change::Billing { old, new },
+                    });
             }
             return Ok(n);
         }
@@ -146,8 +164,14 @@ impl TeamStore for MemoryStore {
 
 #[async_trait]
 impl RecordStore for MemoryStore {
-    async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
-        self.write_batch(team, batch, now)
+    async fn ingest_by(
+        &self,
+        team: &str,
+        batch: Batch,
+        key_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        self.write_batch(team, batch, key_id, now)
     }
 
     async fn import(
@@ -172,7 +196,7 @@ impl RecordStore for MemoryStore {
         if bad {
             return Ok(None);
         }
-        self.write_batch(team, Batch { kind, records: all }, now)
+        self.write_batch(team, Batch { kind, records: all }, IMPORT_ACTOR, now)
             .map(Some)
     }
 
@@ -245,9 +269,11 @@ impl CapStore for MemoryStore {
             .push(AuditEntry {
                 time: now,
                 key_id: key_id.to_string(),
-                scope: scope.clone(),
-                old,
-                new,
+                change: Change::Cap {
+                    scope: scope.clone(),
+                    old,
+                    new,
+                },
             });
         Ok(())
     }

@@ -113,31 +113,63 @@ pub struct KeyInfo {
     pub permissions: Vec<Permission>,
 }
 
-/// One change of a cap.
+/// What an audit entry records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A cap set or cleared at a scope.
+    Cap {
+        /// Where.
+        scope: CapScope,
+        /// The cap before (`None`: no cap).
+        old: Option<i64>,
+        /// The cap after.
+        new: Option<i64>,
+    },
+    /// The team's plan, seats, credits or cycle, changed by `billing` records (`Ingest`
+    /// or `import`; contract section 11).
+    Billing {
+        /// Before.
+        old: Billing,
+        /// After.
+        new: Billing,
+    },
+}
+
+/// One change of a cap or of the team's billing, in the team's audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEntry {
     /// When.
     pub time: Timestamp,
-    /// The key that made it.
+    /// The key that made it; [`IMPORT_ACTOR`] for `usage-server import`, `-` for a write
+    /// with no key (the demo, embedding code).
     pub key_id: String,
-    /// Where.
-    pub scope: CapScope,
-    /// The cap before (`None`: no cap).
-    pub old: Option<i64>,
-    /// The cap after.
-    pub new: Option<i64>,
+    /// What changed.
+    pub change: Change,
 }
+
+/// The `key_id` of the audit entries of `usage-server import`.
+pub const IMPORT_ACTOR: &str = "cli:import";
 
 impl AuditEntry {
     /// The entry as `usage-server audit` prints it and `GET /api/v2/audit` answers it:
-    /// `time` (RFC 3339), `key_id`, `scope` (`team`, `group:ID`, `user:EMAIL`), `old`, `new`.
+    /// `time` (RFC 3339), `key_id`, `scope` (`team`, `group:ID`, `user:EMAIL`, or
+    /// `billing`), `old`, `new` (a cap, or for `billing` the state of
+    /// [`Billing::to_json`]).
     pub fn to_json(&self) -> serde_json::Value {
+        let (scope, old, new) = match &self.change {
+            Change::Cap { scope, old, new } => (
+                scope.label(),
+                serde_json::json!(old),
+                serde_json::json!(new),
+            ),
+            Change::Billing { old, new } => ("billing".to_string(), old.to_json(), new.to_json()),
+        };
         serde_json::json!({
             "time": self.time.to_rfc3339(),
             "key_id": self.key_id,
-            "scope": self.scope.label(),
-            "old": self.old,
-            "new": self.new,
+            "scope": scope,
+            "old": old,
+            "new": new,
         })
     }
 }
@@ -165,11 +197,27 @@ pub trait TeamStore: Send + Sync {
 /// Users, groups and usage records; answers plans.
 #[async_trait]
 pub trait RecordStore: Send + Sync {
+    /// [`RecordStore::ingest`] by `key_id`: the key named in the audit entry of a change
+    /// of billing, written in the same transaction as the change.
+    ///
+    /// # Errors
+    /// As [`RecordStore::ingest`].
+    async fn ingest_by(
+        &self,
+        team: &str,
+        batch: Batch,
+        key_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<u64>;
     /// Validates a batch against the team's data (section 8) and stores it durably,
-    /// `billing` records included. Returns the number of records sent.
-    async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64>;
+    /// `billing` records included (audited under the key id `-`). Returns the number of
+    /// records sent.
+    async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
+        self.ingest_by(team, batch, "-", now).await
+    }
     /// Imports a stream of records of one kind all-or-nothing, without holding the
     /// stream in memory. `Ok(None)` when the stream had a bad record (nothing written).
+    /// A change of billing is audited under [`IMPORT_ACTOR`].
     async fn import(
         &self,
         team: &str,

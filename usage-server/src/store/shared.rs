@@ -12,7 +12,7 @@ use usage_core::time::Timestamp;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use super::{Billing, KeyInfo, RecordStream, StoreError, StoreResult, UnreadableRow};
+use super::{Billing, Change, KeyInfo, RecordStream, StoreError, StoreResult, UnreadableRow};
 
 /// The unreadable rows a store has met (contract section 11): each row (its team, kind
 /// and row) is logged at `ERROR` once, with the first reason met, and counted for
@@ -77,6 +77,54 @@ pub(crate) fn scope_from(kind: &str, value: String) -> CapScope {
         "user" => CapScope::User(value),
         _ => CapScope::Team,
     }
+}
+
+/// An audit entry's change as its `(scope_kind, scope_value, old, new)` columns: a cap's
+/// scope and values, or for billing the kind `billing` with both states as JSON in
+/// `scope_value` (`{"old": …, "new": …}`) and no numbers.
+pub(crate) fn audit_columns(c: &Change) -> (&'static str, String, Option<i64>, Option<i64>) {
+    match c {
+        Change::Cap { scope, old, new } => {
+            let (k, v) = scope_parts(scope);
+            (k, v.to_string(), *old, *new)
+        }
+        Change::Billing { old, new } => (
+            "billing",
+            serde_json::json!({"old": old.to_json(), "new": new.to_json()}).to_string(),
+            None,
+            None,
+        ),
+    }
+}
+
+/// An audit entry's change from its columns (the inverse of [`audit_columns`]).
+///
+/// # Errors
+/// When a billing entry's states do not read.
+pub(crate) fn audit_change(
+    kind: &str,
+    value: String,
+    old: Option<i64>,
+    new: Option<i64>,
+) -> StoreResult<Change> {
+    if kind == "billing" {
+        let v: serde_json::Value = serde_json::from_str(&value)
+            .map_err(|e| StoreError::Internal(format!("a billing audit entry: {e}")))?;
+        let state = |k: &str| {
+            Billing::from_json(&v[k]).ok_or_else(|| {
+                StoreError::Internal(format!("a billing audit entry has no `{k}` state"))
+            })
+        };
+        return Ok(Change::Billing {
+            old: state("old")?,
+            new: state("new")?,
+        });
+    }
+    Ok(Change::Cap {
+        scope: scope_from(kind, value),
+        old,
+        new,
+    })
 }
 
 /// A key's permissions as stored in `keys.permissions`: their names joined by commas.

@@ -272,7 +272,10 @@ async fn caps_set_read_clear_and_scope_errors(kind: TestStore) {
     let log = env.store.audit(&env.team).await.unwrap();
     let got: Vec<_> = log
         .iter()
-        .map(|e| (e.scope.label(), e.old, e.new))
+        .map(|e| match &e.change {
+            usage_server::store::Change::Cap { scope, old, new } => (scope.label(), *old, *new),
+            other => panic!("not a cap change: {other:?}"),
+        })
         .collect();
     assert_eq!(
         got,

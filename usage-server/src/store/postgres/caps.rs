@@ -6,8 +6,26 @@ use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
 use super::{PgStore, pg_err, sql, unstorable};
-use crate::store::shared::{scope_from, scope_parts};
-use crate::store::{AuditEntry, CapStore, StoreError, StoreResult};
+use crate::store::shared::{audit_change, audit_columns, scope_parts};
+use crate::store::{AuditEntry, CapStore, Change, StoreError, StoreResult};
+
+/// Appends an entry to the team's audit log, in the caller's transaction.
+pub(super) async fn append_audit(
+    c: &impl GenericClient,
+    team: &str,
+    key_id: &str,
+    now: Timestamp,
+    change: &Change,
+) -> StoreResult<()> {
+    let (k, v, old, new) = audit_columns(change);
+    c.execute(
+        "INSERT INTO audit (team_id, time, key_id, scope_kind, scope_value, old, new) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[&team, &now.0, &key_id, &k, &v, &old, &new],
+    )
+    .await
+    .map_err(pg_err)?;
+    Ok(())
+}
 
 /// The cap set at exactly this scope (its two columns, from [`scope_parts`]).
 async fn cap_at(
@@ -83,12 +101,12 @@ impl CapStore for PgStore {
                 None
             }
         };
-        tx.execute(
-            "INSERT INTO audit (team_id, time, key_id, scope_kind, scope_value, old, new) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[&team, &now.0, &key_id, &k, &v, &old, &new],
-        )
-        .await
-        .map_err(pg_err)?;
+        let change = Change::Cap {
+            scope: scope.clone(),
+            old,
+            new,
+        };
+        append_audit(&tx, team, key_id, now, &change).await?;
         tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)
     }
@@ -102,15 +120,14 @@ impl CapStore for PgStore {
             )
             .await
             .map_err(pg_err)?;
-        Ok(rows
-            .iter()
-            .map(|r| AuditEntry {
-                time: Timestamp(r.get(0)),
-                key_id: r.get(1),
-                scope: scope_from(r.get::<_, &str>(2), r.get(3)),
-                old: r.get(4),
-                new: r.get(5),
+        rows.iter()
+            .map(|r| {
+                Ok(AuditEntry {
+                    time: Timestamp(r.get(0)),
+                    key_id: r.get(1),
+                    change: audit_change(r.get::<_, &str>(2), r.get(3), r.get(4), r.get(5))?,
+                })
             })
-            .collect())
+            .collect()
     }
 }

@@ -20,7 +20,9 @@ use super::copy::CopyRows;
 use super::dialect::{Postgres, identity_key_of, version_sort_key};
 use super::{PgStore, cache, people, pg_err, rows, sql, stats, text_rows, unstorable};
 use crate::store::shared::{ingested, stream, written_whole};
-use crate::store::{RecordStore, RecordStream, StoreError, StoreResult, answer, prepare};
+use crate::store::{
+    Change, IMPORT_ACTOR, RecordStore, RecordStream, StoreError, StoreResult, answer, prepare,
+};
 
 fn decode_err(e: rows::DecodeError) -> StoreError {
     StoreError::Internal(format!("PostgreSQL answer: {}", e.0))
@@ -191,6 +193,7 @@ impl PgStore {
         team: &str,
         kind: &'static RecordKind,
         records: RecordStream,
+        key_id: &str,
         now: Timestamp,
     ) -> StoreResult<Option<u64>> {
         let mut c = self.client().await?;
@@ -203,7 +206,7 @@ impl PgStore {
             .await
             .map_err(pg_err)?;
         let n = if written_whole(kind) {
-            let Some(n) = Self::write_whole(&tx, team, kind, records, now).await? else {
+            let Some(n) = Self::write_whole(&tx, team, kind, records, key_id, now).await? else {
                 tx.rollback().await.map_err(pg_err)?;
                 return Ok(None);
             };
@@ -234,6 +237,7 @@ impl PgStore {
         team: &str,
         kind: &'static RecordKind,
         mut records: RecordStream,
+        key_id: &str,
         now: Timestamp,
     ) -> StoreResult<Option<u64>> {
         let chunk = tokio::task::spawn_blocking(move || {
@@ -252,11 +256,16 @@ impl PgStore {
             return Ok(Some(0));
         }
         if std::ptr::eq(kind, &records::BILLING) {
-            let mut b = Self::read_billing(tx, team, true).await?;
+            let old = Self::read_billing(tx, team, true).await?;
+            let mut new = old;
             for r in &chunk {
-                b.apply(r, now);
+                new.apply(r, now);
             }
-            Self::write_billing(tx, team, &b).await?;
+            Self::write_billing(tx, team, &new).await?;
+            if new != old {
+                let change = Change::Billing { old, new };
+                super::caps::append_audit(tx, team, key_id, now, &change).await?;
+            }
             tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
         } else {
             // Users and groups are team data: they take the team's next change number.
@@ -438,9 +447,15 @@ pub(super) fn encode(kind: &'static RecordKind, team: &str, seq: i64, round: &[R
 
 #[async_trait]
 impl RecordStore for PgStore {
-    async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
+    async fn ingest_by(
+        &self,
+        team: &str,
+        batch: Batch,
+        key_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
         ingested(
-            self.write(team, batch.kind, stream(batch.records), now)
+            self.write(team, batch.kind, stream(batch.records), key_id, now)
                 .await?,
         )
     }
@@ -452,7 +467,7 @@ impl RecordStore for PgStore {
         records: RecordStream,
         now: Timestamp,
     ) -> StoreResult<Option<u64>> {
-        let n = self.write(team, kind, records, now).await?;
+        let n = self.write(team, kind, records, IMPORT_ACTOR, now).await?;
         if n.is_some_and(|n| n >= ANALYZE_AFTER) && !written_whole(kind) {
             self.analyze(kind).await;
         }

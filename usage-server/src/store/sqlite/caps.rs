@@ -6,8 +6,25 @@ use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
 use super::{SqliteStore, bump, db_err, team_exists};
-use crate::store::shared::{scope_from, scope_parts};
-use crate::store::{AuditEntry, CapStore, StoreResult};
+use crate::store::shared::{audit_change, audit_columns, scope_parts};
+use crate::store::{AuditEntry, CapStore, Change, StoreResult};
+
+/// Appends an entry to the team's audit log, in the caller's transaction.
+pub(super) fn append_audit(
+    conn: &Connection,
+    team: &str,
+    key_id: &str,
+    now: Timestamp,
+    change: &Change,
+) -> StoreResult<()> {
+    let (k, v, old, new) = audit_columns(change);
+    conn.execute(
+        "INSERT INTO audit (team_id, time, key_id, scope_kind, scope_value, old, new) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![team, now.0, key_id, k, v, old, new],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
 
 /// The cap set at exactly this scope (its two columns, from [`scope_parts`]).
 fn cap_at(conn: &Connection, team: &str, (k, v): (&str, &str)) -> StoreResult<Option<i64>> {
@@ -63,11 +80,8 @@ impl CapStore for SqliteStore {
                         None
                     }
                 };
-                tx.execute(
-                    "INSERT INTO audit (team_id, time, key_id, scope_kind, scope_value, old, new) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![team, now.0, key_id, k, v, old, new],
-                )
-                .map_err(db_err)?;
+                let change = Change::Cap { scope, old, new };
+                append_audit(&tx, &team, &key_id, now, &change)?;
                 bump(&tx)?;
                 tx.commit().map_err(db_err)
             })
@@ -87,16 +101,18 @@ impl CapStore for SqliteStore {
                 let rows = stmt
                     .query_map([&team], |r| {
                         let kind: String = r.get(2)?;
-                        Ok(AuditEntry {
-                            time: Timestamp(r.get(0)?),
-                            key_id: r.get(1)?,
-                            scope: scope_from(&kind, r.get(3)?),
-                            old: r.get(4)?,
-                            new: r.get(5)?,
-                        })
+                        Ok((r.get(0)?, r.get(1)?, kind, r.get(3)?, r.get(4)?, r.get(5)?))
                     })
                     .map_err(db_err)?;
-                rows.collect::<Result<Vec<_>, _>>().map_err(db_err)
+                rows.map(|r| {
+                    let (time, key_id, kind, value, old, new) = r.map_err(db_err)?;
+                    Ok(AuditEntry {
+                        time: Timestamp(time),
+                        key_id,
+                        change: audit_change(&kind, value, old, new)?,
+                    })
+                })
+                .collect()
             })
         })
         .await

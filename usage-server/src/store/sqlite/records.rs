@@ -19,7 +19,9 @@ use super::billing::{read_billing, write_billing};
 use super::segments::{self, Position};
 use super::{Cached, Inner, SqliteStore, bump, db_err, team_exists};
 use crate::store::shared::{Unreadable, ingested, poisoned, stream, written_whole};
-use crate::store::{RecordStore, RecordStream, StoreResult, UnreadableRow, answer, prepare};
+use crate::store::{
+    Change, IMPORT_ACTOR, RecordStore, RecordStream, StoreResult, UnreadableRow, answer, prepare,
+};
 
 /// A JSON row's record and its kind, or why it cannot be read.
 type Decoded = Result<(&'static RecordKind, Record), String>;
@@ -361,6 +363,7 @@ impl Inner {
         team: &str,
         kind: &'static RecordKind,
         mut records: RecordStream,
+        key_id: &str,
         now: Timestamp,
     ) -> StoreResult<Option<u64>> {
         let mut builder = SegmentBuilder::new(kind);
@@ -384,11 +387,16 @@ impl Inner {
             .map_err(db_err)?;
         team_exists(&tx, team)?;
         if std::ptr::eq(kind, &BILLING) {
-            let mut b = read_billing(&tx, team)?;
+            let old = read_billing(&tx, team)?;
+            let mut new = old;
             for r in &whole {
-                b.apply(r, now);
+                new.apply(r, now);
             }
-            write_billing(&tx, team, &b)?;
+            write_billing(&tx, team, &new)?;
+            if new != old {
+                let change = Change::Billing { old, new };
+                super::caps::append_audit(&tx, team, key_id, now, &change)?;
+            }
             bump(&tx)?;
             tx.commit().map_err(db_err)?;
             return Ok(Some(n));
@@ -444,10 +452,18 @@ impl Inner {
 
 #[async_trait]
 impl RecordStore for SqliteStore {
-    async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
-        let team = team.to_string();
-        self.blocking(move |i| ingested(i.write(&team, batch.kind, stream(batch.records), now)?))
-            .await
+    async fn ingest_by(
+        &self,
+        team: &str,
+        batch: Batch,
+        key_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        let (team, key_id) = (team.to_string(), key_id.to_string());
+        self.blocking(move |i| {
+            ingested(i.write(&team, batch.kind, stream(batch.records), &key_id, now)?)
+        })
+        .await
     }
 
     async fn import(
@@ -458,7 +474,7 @@ impl RecordStore for SqliteStore {
         now: Timestamp,
     ) -> StoreResult<Option<u64>> {
         let team = team.to_string();
-        self.blocking(move |i| i.write(&team, kind, records, now))
+        self.blocking(move |i| i.write(&team, kind, records, IMPORT_ACTOR, now))
             .await
     }
 
