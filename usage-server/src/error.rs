@@ -35,6 +35,12 @@ pub enum Code {
     Internal,
     /// 503: storage down or shutting down.
     Unavailable,
+    /// 414: the request's target is longer than the HTTP layer reads (its own answer,
+    /// given the contract's body; section 11).
+    UriTooLong,
+    /// 431: the request's headers are larger than the HTTP layer reads (its own answer,
+    /// given the contract's body; section 11).
+    HeadersTooLarge,
 }
 
 impl Code {
@@ -51,6 +57,8 @@ impl Code {
         Code::ResourceExhausted,
         Code::Internal,
         Code::Unavailable,
+        Code::UriTooLong,
+        Code::HeadersTooLarge,
     ];
 
     /// The code's row of the contract's table (section 2): HTTP status and wire identifier.
@@ -69,6 +77,11 @@ impl Code {
             Code::ResourceExhausted => (StatusCode::TOO_MANY_REQUESTS, "resource_exhausted"),
             Code::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             Code::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Code::UriTooLong => (StatusCode::URI_TOO_LONG, "uri_too_long"),
+            Code::HeadersTooLarge => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+            ),
         }
     }
 

@@ -207,10 +207,107 @@ impl Drop for Answered {
     }
 }
 
-/// A socket that tells its connection's state when bytes arrive or leave.
+/// A socket that tells its connection's state when bytes arrive or leave, and that gives
+/// the HTTP library's own error answers the contract's body.
 struct TimedIo {
     inner: TcpStream,
     state: Arc<ConnState>,
+    /// Our answer in place of the library's own, still to be written.
+    own: Option<Vec<u8>>,
+    /// The request being read is a `HEAD`.
+    head: bool,
+}
+
+/// The contract's answer to a request the HTTP library refused before any handler saw it
+/// (`400`, `414`, `431`: a request line or headers that do not parse or are too large),
+/// in place of the library's own, which has no body and no `x-request-id` (contract
+/// section 11); to a `HEAD`, the head alone. `None` for other statuses, left as the library
+/// wrote them.
+fn own_answer(status: u16, head: bool) -> Option<Vec<u8>> {
+    let error = match status {
+        400 => ApiError::invalid(
+            &usage_core::Violation::new(
+                usage_core::JsonPath::root(),
+                usage_core::Rule::MalformedJson,
+                "the request is not valid HTTP/1.1: its request line or headers do not parse",
+            )
+            .into(),
+        ),
+        414 => ApiError::new(
+            Code::UriTooLong,
+            "the request's target is longer than the server reads",
+        ),
+        431 => ApiError::new(
+            Code::HeadersTooLarge,
+            "the request's headers are larger than the server reads",
+        ),
+        _ => return None,
+    };
+    let rid = crate::auth::new_request_id();
+    tracing::debug!(request_id = %rid, status, "a request the HTTP library refused");
+    let body = serde_json::to_vec(&error.body(&rid)).ok()?;
+    let code = error.code.status();
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\nx-request-id: {rid}\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+        code.as_u16(),
+        code.canonical_reason().unwrap_or(""),
+        body.len()
+    )
+    .into_bytes();
+    if !head {
+        out.extend_from_slice(&body);
+    }
+    Some(out)
+}
+
+impl TimedIo {
+    /// Whether `first`, the start of a write, is the library's own answer to a request it
+    /// refused: a head without a body, written while no request is with the handler
+    /// (its bytes may have come with an earlier request's). Then our answer takes its place, and every
+    /// later write of the connection (the rest of the library's) is dropped; the library
+    /// closes the connection after it.
+    fn intercepts(&mut self, first: &[u8]) -> bool {
+        if self.own.is_some() {
+            return true;
+        }
+        let head_only = first.ends_with(b"\r\n\r\n")
+            && first
+                .windows(21)
+                .any(|w| w.eq_ignore_ascii_case(b"\r\ncontent-length: 0\r\n"));
+        if !head_only
+            || !matches!(self.state.phase(), Phase::Idle | Phase::Headers)
+            || self.state.in_flight.load(Ordering::Acquire) != 0
+        {
+            return false;
+        }
+        let status = first
+            .strip_prefix(b"HTTP/1.1 ")
+            .and_then(|rest| rest.get(..3))
+            .and_then(|d| std::str::from_utf8(d).ok())
+            .and_then(|d| d.parse::<u16>().ok());
+        match status.and_then(|s| own_answer(s, self.head)) {
+            Some(answer) => {
+                self.own = Some(answer);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Writes what is left of our answer; `Ready(Ok)` once it is all out.
+    fn flush_own(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some(left) = self.own.as_mut().filter(|o| !o.is_empty()) {
+            match Pin::new(&mut self.inner).poll_write(cx, left) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    left.drain(..n);
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl AsyncRead for TimedIo {
@@ -222,6 +319,11 @@ impl AsyncRead for TimedIo {
         let before = buf.filled().len();
         let res = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            if self.state.phase() == Phase::Idle {
+                // A request starts: an answer the library refuses it with has no body if
+                // it is a HEAD.
+                self.head = buf.filled()[before..].starts_with(b"HEAD ");
+            }
             self.state.on_read();
         }
         res
@@ -234,6 +336,9 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if self.intercepts(buf) {
+            return self.flush_own(cx).map_ok(|()| buf.len());
+        }
         let res = Pin::new(&mut self.inner).poll_write(cx, buf);
         if matches!(res, Poll::Ready(Ok(n)) if n > 0) {
             self.state.on_write();
@@ -242,10 +347,16 @@ impl AsyncWrite for TimedIo {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.own.is_some() {
+            std::task::ready!(self.flush_own(cx))?;
+        }
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.own.is_some() {
+            std::task::ready!(self.flush_own(cx))?;
+        }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 
@@ -254,6 +365,14 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        if self.intercepts(first) {
+            let total = bufs.iter().map(|b| b.len()).sum();
+            return self.flush_own(cx).map_ok(|()| total);
+        }
         let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         if matches!(res, Poll::Ready(Ok(n)) if n > 0) {
             self.state.on_write();
@@ -332,6 +451,8 @@ async fn serve_connection<S>(
     let io = TokioIo::new(TimedIo {
         inner: stream,
         state: state.clone(),
+        own: None,
+        head: false,
     });
     let svc_state = state.clone();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -517,6 +638,70 @@ mod tests {
                 .contains("\r\nallow: get, head\r\n"),
             "{frob}"
         );
+        h.shutdown().await;
+    }
+
+    /// Contract section 11: what the HTTP library refuses itself (headers too large, a
+    /// target too long, a request that does not parse) gets the contract's JSON body and
+    /// an `x-request-id` equal to its `requestId`; a good request on a keep-alive
+    /// connection is not touched.
+    #[tokio::test]
+    async fn the_librarys_own_refusals_carry_the_contract_body() {
+        let h = server(Timeouts::default()).await;
+        let big = "a".repeat(500_000);
+        let long = "b".repeat(100_000);
+        for (raw, status, code) in [
+            (
+                format!("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {big}\r\n\r\n"),
+                "431",
+                "headers_too_large",
+            ),
+            (
+                format!("GET /{long} HTTP/1.1\r\nHost: x\r\n\r\n"),
+                "414",
+                "uri_too_long",
+            ),
+            ("GARBAGE\r\n\r\n".to_string(), "400", "invalid_argument"),
+            (
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n".to_string(),
+                "400",
+                "invalid_argument",
+            ),
+            (
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n".to_string(),
+                "400",
+                "invalid_argument",
+            ),
+        ] {
+            let answer = exchange(h.addr, raw.as_bytes()).await;
+            assert!(
+                status_line(&answer).starts_with(&format!("HTTP/1.1 {status}")),
+                "{answer}"
+            );
+            let body = json_body(&answer);
+            assert_eq!(body["code"], code, "{answer}");
+            assert_eq!(body["error"], body["message"]);
+            assert_eq!(body.get("details").is_some(), status == "400", "{answer}");
+            let rid = answer
+                .lines()
+                .find_map(|l| l.strip_prefix("x-request-id: "))
+                .unwrap_or_else(|| panic!("no x-request-id: {answer}"));
+            assert_eq!(body["requestId"], rid);
+            assert!(
+                answer
+                    .to_ascii_lowercase()
+                    .contains("content-type: application/json")
+            );
+        }
+        // Two good requests on one connection, then a bad one: the good ones untouched.
+        let two = exchange(
+            h.addr,
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\r\n\r\n",
+        )
+        .await;
+        assert_eq!(two.matches("HTTP/1.1 200").count(), 2, "{two}");
+        assert_eq!(two.matches("HTTP/1.1 400").count(), 1, "{two}");
+        assert!(two.ends_with("}"), "{two}");
         h.shutdown().await;
     }
 

@@ -472,6 +472,8 @@ fn code_description(c: Code) -> String {
         Code::ResourceExhausted => "the key's rate limit is exceeded",
         Code::Internal => "a bug; the server log has the details under the request id",
         Code::Unavailable => "the store is unavailable or the server is shutting down",
+        Code::UriTooLong => "the request's target is longer than the server reads",
+        Code::HeadersTooLarge => "the request's headers are larger than the server reads",
     };
     format!("{} `{}`: {when}.", c.status().as_u16(), c.as_str())
 }

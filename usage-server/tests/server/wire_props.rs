@@ -385,8 +385,10 @@ fn code_of(status: u16) -> Option<&'static str> {
         405 => "method_not_allowed",
         408 => "request_timeout",
         413 => "payload_too_large",
+        414 => "uri_too_long",
         415 => "unsupported_media_type",
         429 => "resource_exhausted",
+        431 => "headers_too_large",
         _ => return None,
     })
 }
@@ -452,12 +454,24 @@ fn shaped(a: &Answer, head: bool) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Checks hyper's own answer to a request it could not parse: the status, no body, and
-/// nothing the server would have added.
+/// Checks the answer to a request the HTTP library refused itself (it could not parse
+/// it): the status, given the contract's body and an `x-request-id` by the server
+/// (contract section 11).
 fn bare(a: &Answer, status: u16) -> Result<(), TestCaseError> {
     prop_assert_eq!(a.status, status, "{}", a.text());
-    prop_assert!(a.body.is_empty(), "{}", a.text());
-    prop_assert!(a.header("x-request-id").is_none(), "{}", a.text());
+    let rid = a.header("x-request-id");
+    prop_assert!(rid.is_some(), "{}", a.text());
+    prop_assert_eq!(a.header("content-type"), Some("application/json"));
+    if a.body.is_empty() {
+        // To a HEAD: the head alone.
+        prop_assert!(a.header("content-length").is_some_and(|n| n != "0"));
+        return Ok(());
+    }
+    let b = a.json();
+    prop_assert_eq!(b["code"].as_str(), code_of(status), "{}", a.text());
+    prop_assert_eq!(&b["error"], &b["message"]);
+    prop_assert_eq!(b["requestId"].as_str(), rid, "{}", a.text());
+    prop_assert_eq!(b.get("details").is_some(), status == 400, "{}", a.text());
     Ok(())
 }
 
