@@ -663,6 +663,42 @@ async fn unreadable_sqlite_rows_are_left_out_counted_and_listed() {
     assert_eq!((code, out.as_str()), (0, ""), "a sound store checks clean");
 }
 
+/// The two rows of issue 28 that made `serve` exit 1 for every team: a segment whose
+/// `body` is stored as TEXT and a log entry whose `seq` is `'abc'` (wrong storage types,
+/// not wrong bytes).
+#[tokio::test]
+async fn sqlite_rows_of_the_wrong_storage_type_are_left_out_counted_and_listed() {
+    let f = fixture();
+    let reasons = unreadable_rows_are_left_out_counted_and_listed(f, async |store: &str, team: &str| {
+        let path = store.strip_prefix("sqlite:").unwrap();
+        let c = rusqlite::Connection::open(path).unwrap();
+        let n = c
+            .execute(
+                "UPDATE segments SET body = 'not a blob' WHERE team_id = ?1 AND kind = 'autocomplete'",
+                [team],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+        let n = c
+            .execute(
+                "UPDATE log SET seq = 'abc' WHERE team_id = ?1 AND seq = (SELECT MAX(seq) FROM log WHERE team_id = ?1)",
+                [team],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+    })
+    .await;
+    // The segment's reason names its part's row (the body is read apart); the log row's
+    // names the column.
+    assert_eq!(
+        reasons,
+        [
+            "`seq` is stored as Text",
+            "segments rowid 1: `body` is stored as Text"
+        ]
+    );
+}
+
 #[tokio::test]
 async fn unreadable_postgres_rows_are_left_out_counted_and_listed() {
     let store = usage_server::testing::fresh_postgres();
