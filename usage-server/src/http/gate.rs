@@ -2,11 +2,13 @@
 //! a bounded number of slots, and each team has a few slots of its own, so that one
 //! team's heavy reads wait behind each other instead of in front of another team's.
 //!
-//! A query first takes one of its team's slots (a team's queue is its own: it waits only
-//! behind the team's other queries), then one of the pool's ([`Slots::pool`], all teams
-//! together), which it gives back once its answer is computed. The team's slot is given
-//! back when the answer has been sent whole (or the client went away), so a team holds at
-//! most [`Slots::per_team`] answers in memory at once, however slowly it reads them.
+//! A query first takes one of its team's places for an answer in memory
+//! ([`ANSWERS_PER_SLOT`] per slot), then one of its team's slots (a team's queue is its
+//! own: it waits only behind the team's other queries), then one of the pool's
+//! ([`Slots::pool`], all teams together). It gives both slots back once its answer is
+//! computed, and the place once the answer has been sent whole (or the client went away):
+//! a slow reader keeps its team's memory bounded without holding up the team's next query,
+//! until the team has that many answers in flight.
 //!
 //! `GET /healthz`, the metrics, keys, caps and billing take no slot: they never wait
 //! behind a query.
@@ -48,11 +50,20 @@ impl Slots {
     }
 }
 
+/// A team's answers in memory at once (being computed or sent), per slot of the team's.
+pub const ANSWERS_PER_SLOT: usize = 4;
+
+/// A team's slots and its places for answers in memory.
+struct TeamGate {
+    slots: Semaphore,
+    answers: Arc<Semaphore>,
+}
+
 /// The slots of a running server.
 pub(crate) struct Gate {
     pool: Arc<Semaphore>,
     per_team: usize,
-    teams: Mutex<HashMap<String, Arc<Semaphore>>>,
+    teams: Mutex<HashMap<String, Arc<TeamGate>>>,
     /// Queries in a slot of the pool.
     running: AtomicU64,
     /// Queries waiting for a slot, their team's or the pool's.
@@ -75,8 +86,8 @@ impl Drop for Counted<'_> {
     }
 }
 
-/// A team's slot, held until the answer it computed has been sent.
-pub(crate) struct TeamSlot(#[allow(dead_code)] OwnedSemaphorePermit);
+/// A team's place for an answer in memory, held until the answer has been sent.
+pub(crate) struct AnswerPlace(#[allow(dead_code)] OwnedSemaphorePermit);
 
 impl Gate {
     pub(crate) fn new(slots: Slots) -> Gate {
@@ -97,25 +108,42 @@ impl Gate {
         )
     }
 
-    fn team(&self, team: &str) -> Arc<Semaphore> {
+    fn team(&self, team: &str) -> Arc<TeamGate> {
         let mut teams = self
             .teams
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         teams
             .entry(team.to_string())
-            .or_insert_with(|| Arc::new(Semaphore::new(self.per_team)))
+            .or_insert_with(|| {
+                Arc::new(TeamGate {
+                    slots: Semaphore::new(self.per_team),
+                    answers: Arc::new(Semaphore::new(self.per_team * ANSWERS_PER_SLOT)),
+                })
+            })
             .clone()
     }
 
     /// Runs `query` for `team` in a slot of the team's and one of the pool's; the team's
-    /// slot comes back with the answer, for the response to hold until it is sent.
-    pub(crate) async fn run<T>(&self, team: &str, query: impl Future<Output = T>) -> (T, TeamSlot) {
-        // Neither semaphore is ever closed.
+    /// place for the answer comes back with it, for the response to hold until it is
+    /// sent.
+    pub(crate) async fn run<T>(
+        &self,
+        team: &str,
+        query: impl Future<Output = T>,
+    ) -> (T, AnswerPlace) {
+        // No semaphore is ever closed.
         let waiting = Counted::new(&self.waiting);
-        let own = self
-            .team(team)
+        let gate = self.team(team);
+        let place = gate
+            .answers
+            .clone()
             .acquire_owned()
+            .await
+            .expect("a team's places are never closed");
+        let own = gate
+            .slots
+            .acquire()
             .await
             .expect("a team's slots are never closed");
         let pool = self
@@ -126,8 +154,8 @@ impl Gate {
         drop(waiting);
         let running = Counted::new(&self.running);
         let out = query.await;
-        drop((pool, running));
-        (out, TeamSlot(own))
+        drop((pool, own, running));
+        (out, AnswerPlace(place))
     }
 
     /// The pool's free slots.
@@ -216,19 +244,67 @@ mod tests {
             pool: 2,
             per_team: 1,
         }));
-        // Team a holds its one slot (an answer being sent) and queues more behind it.
-        let ((), held) = gate.run("a", async {}).await;
+        // Team a's query runs until told to finish; a second one queues behind it.
+        let (finish, finished) = tokio::sync::oneshot::channel::<()>();
+        let running = {
+            let gate = gate.clone();
+            tokio::spawn(async move {
+                gate.run("a", async {
+                    finished.await.unwrap();
+                    1
+                })
+                .await
+                .0
+            })
+        };
+        while gate.queries().0 == 0 {
+            tokio::task::yield_now().await;
+        }
         let queued = {
             let gate = gate.clone();
-            tokio::spawn(async move { gate.run("a", async { 1 }).await.0 })
+            tokio::spawn(async move { gate.run("a", async { 2 }).await.0 })
         };
-        tokio::task::yield_now().await;
-        // Team b is not behind them: the pool has both its slots free.
-        assert_eq!(gate.free(), 2);
-        let (answer, _slot) = gate.run("b", async { 7 }).await;
+        while gate.queries().1 == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(gate.queries(), (1, 1));
+        // Team b is not behind them: the pool has a slot free.
+        assert_eq!(gate.free(), 1);
+        let (answer, _place) = gate.run("b", async { 7 }).await;
         assert_eq!(answer, 7);
         assert!(!queued.is_finished());
-        drop(held);
-        assert_eq!(queued.await.unwrap(), 1);
+        finish.send(()).unwrap();
+        assert_eq!(running.await.unwrap(), 1);
+        assert_eq!(queued.await.unwrap(), 2);
+        assert_eq!(gate.queries(), (0, 0));
+    }
+
+    /// An answer being sent holds a place, not a slot: the team's next query runs at
+    /// once, until the team has ANSWERS_PER_SLOT answers per slot in flight.
+    #[tokio::test]
+    async fn answers_being_sent_bound_the_team_without_holding_its_slots() {
+        let gate = Arc::new(Gate::new(Slots {
+            pool: 2,
+            per_team: 1,
+        }));
+        let mut held = Vec::new();
+        for i in 0..ANSWERS_PER_SLOT {
+            let (n, place) = gate.run("a", async { i }).await;
+            assert_eq!(n, i);
+            held.push(place);
+        }
+        assert_eq!(gate.free(), 2);
+        let next = {
+            let gate = gate.clone();
+            tokio::spawn(async move { gate.run("a", async { 99 }).await.0 })
+        };
+        while gate.queries().1 == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!next.is_finished(), "a fifth answer waits for a place");
+        // Another team is not held up.
+        assert_eq!(gate.run("b", async { 5 }).await.0, 5);
+        held.pop();
+        assert_eq!(next.await.unwrap(), 99);
     }
 }

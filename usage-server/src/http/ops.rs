@@ -131,15 +131,15 @@ pub(super) async fn authorize_for(
 const BIG_ANSWER_ITEMS: usize = 2_000;
 
 /// Runs a query of `team` in one of the query slots (`gate`); the answer holds the team's
-/// slot until it has been sent.
+/// place for it until it has been sent.
 pub(super) async fn gated(
     app: &App,
     team: &str,
     query: impl Future<Output = Result<Response, ApiError>>,
 ) -> Result<Response, ApiError> {
-    let (answer, slot) = app.gate.run(team, query).await;
+    let (answer, place) = app.gate.run(team, query).await;
     let mut res = answer?;
-    super::streamed::hold(&mut res, slot);
+    super::streamed::hold(&mut res, place);
     Ok(res)
 }
 

@@ -8,8 +8,8 @@
 //! it into the body it sends.
 //!
 //! A response may also hold things until its body has been sent or dropped ([`hold`]): a
-//! team's query slot, which so bounds the answers a team has in flight, and the
-//! connection's own marker that its answer is done (`conn`).
+//! team's place for an answer (`gate`), which so bounds the answers a team has in flight,
+//! and the connection's own marker that its answer is done (`conn`).
 
 use std::any::Any;
 use std::convert::Infallible;

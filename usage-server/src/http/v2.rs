@@ -429,10 +429,10 @@ pub(super) async fn route(
     };
     let kept = version.and_then(|v| app.pages.get(team, &fingerprint, v));
     app.metrics.v2_answer(kept.is_some());
-    let (rows, slot) = match kept {
+    let (rows, place) = match kept {
         Some(rows) => (rows, None),
         None => {
-            let (rows, slot) = app
+            let (rows, place) = app
                 .gate
                 .run(team, async {
                     match endpoint {
@@ -446,7 +446,7 @@ pub(super) async fn route(
             if let Some(v) = version {
                 app.pages.put(team, &fingerprint, v, rows.clone());
             }
-            (rows, Some(slot))
+            (rows, Some(place))
         }
     };
     let (items, next) = page(&rows, after.as_deref(), limit, &fingerprint);
@@ -456,8 +456,8 @@ pub(super) async fn route(
         "data"
     };
     let mut res = conditional(headers, &json!({ field: items, "next_cursor": next }));
-    if let Some(slot) = slot {
-        super::streamed::hold(&mut res, slot);
+    if let Some(place) = place {
+        super::streamed::hold(&mut res, place);
     }
     Ok(res)
 }
