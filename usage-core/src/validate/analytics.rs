@@ -38,10 +38,12 @@ pub fn analytics(req: &AnalyticsRequest, limits: &Limits) -> Result<AnalyticsPla
             limits.query_requests,
         ));
     }
+    // Past the limit, `too_many` stands for the rest: they are not checked.
     let queries: Vec<_> = req
         .query_requests
         .iter()
         .enumerate()
+        .take(limits.query_requests)
         .filter_map(|(i, q)| query(q, &qpath.index(i), limits, &mut v))
         .collect();
     finish(v, || AnalyticsPlan {
@@ -60,13 +62,20 @@ pub fn default_alias(field: &str, agg: Agg) -> String {
     }
 }
 
+/// An unknown field's violation at `path` (built only if it would be kept: its "did you
+/// mean" is the costly part of a message).
 fn unknown_field(
+    v: &mut Violations,
     path: JsonPath,
     spec: &SourceSpec,
     name: &str,
     what: &str,
     candidates: Vec<&'static str>,
-) -> Violation {
+) {
+    if !v.would_keep(&path) {
+        v.count();
+        return;
+    }
     let local_date = candidates.contains(&"date UTC-8");
     let hint = match name.strip_prefix("date ") {
         // A local date with a zone that is not one: name the forms, and the nearest zone.
@@ -90,7 +99,7 @@ fn unknown_field(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    Violation::new(path, Rule::UnknownField, msg)
+    v.push(Violation::new(path, Rule::UnknownField, msg));
 }
 
 struct Sel {
@@ -140,7 +149,8 @@ fn query(
         ));
     }
     let mut sels: Vec<Sel> = Vec::new();
-    for (j, s) in q.selections.iter().enumerate() {
+    // Past the limit, the list's `too_many` stands for the rest: they are not checked.
+    for (j, s) in q.selections.iter().enumerate().take(limits.selections) {
         let p = spath.index(j);
         let fpath = SELECTION.path(&p, "field");
         let apath = SELECTION.path(&p, "aggregation_function");
@@ -152,13 +162,7 @@ fn query(
             Some(name) => match spec.resolve(name).filter(|f| f.field().select) {
                 Some(f) => Some((name, f)),
                 None => {
-                    v.push(unknown_field(
-                        fpath,
-                        spec,
-                        name,
-                        "the fields",
-                        spec.names(|f| f.select),
-                    ));
+                    unknown_field(v, fpath, spec, name, "the fields", spec.names(|f| f.select));
                     None
                 }
             },
@@ -195,7 +199,7 @@ fn query(
     }
     let mut filters: Vec<FilterPlan> = Vec::new();
     let mut equal_at: HashMap<FieldRef, usize> = HashMap::new();
-    for (k, f) in q.filters.iter().enumerate() {
+    for (k, f) in q.filters.iter().enumerate().take(limits.filters) {
         let Some((field, op, value)) = filter(f, &fpath.index(k), spec, v) else {
             continue;
         };
@@ -233,7 +237,7 @@ fn query(
     // missing `name` still groups its field (shape 3 checks against these).
     let mut group_fields: Vec<FieldRef> = Vec::new();
     let mut all_groups_resolved = true;
-    for (k, g) in q.aggregations.iter().enumerate() {
+    for (k, g) in q.aggregations.iter().enumerate().take(limits.aggregations) {
         let p = gpath.index(k);
         let fpath = AGGREGATION.path(&p, "field");
         if !spec.groupable {
@@ -285,13 +289,14 @@ fn query(
             }
             _ => {
                 all_groups_resolved = false;
-                v.push(unknown_field(
+                unknown_field(
+                    v,
                     fpath,
                     spec,
                     written,
                     "the group-by fields",
                     spec.names(|f| f.group),
-                ));
+                );
             }
         }
     }
@@ -405,13 +410,14 @@ fn filter(
         Some(name) => match spec.resolve(name).filter(|r| r.field().filter) {
             Some(r) => Some((name, r)),
             None => {
-                v.push(unknown_field(
+                unknown_field(
+                    v,
                     npath,
                     spec,
                     name,
                     "the filter fields",
                     spec.names(|f| f.filter),
-                ));
+                );
                 None
             }
         },

@@ -3051,3 +3051,29 @@ fn long_names_and_values_are_echoed_cut_and_get_no_suggestion() {
         v[0].message()
     );
 }
+
+/// Contract section 11 (cost bounds): past a list's limit, its `too_many` stands for the
+/// rest, which is not checked; past the 100 details kept, no message (nor its "did you
+/// mean") is made. So a body of thousands of mistyped zone names costs what 100 cost.
+#[test]
+fn past_the_limits_nothing_more_is_checked_or_spelled_out() {
+    let limits = Limits::default();
+    let typo = json!({"field": "date Europe/Pariss"});
+    let selections: Vec<Value> = vec![typo.clone(); limits.selections + 50];
+    let q = json!({"data_source": "QUERY_DATA_SOURCE_USER_DATA", "selections": selections});
+    let v = analytics_body(&queries(&[q.clone()])).unwrap_err();
+    // The list's too_many, then its first 100 selections.
+    assert_eq!(v.total(), 1 + limits.selections);
+    assert_eq!(v[0].rule(), Rule::TooMany);
+    assert_eq!(v[0].path(), "query_requests[0].selections");
+    assert!(v[1].message().contains("did you mean `date Europe/Paris`?"));
+    // Every query up to the limit, no more.
+    let many = vec![q; limits.query_requests + 5];
+    let v = analytics_body(&queries(&many)).unwrap_err();
+    assert_eq!(
+        v.total(),
+        1 + limits.query_requests * (1 + limits.selections)
+    );
+    assert_eq!(v.len(), crate::error::MAX_DETAILS);
+    assert!(v.iter().all(|x| x.path().starts_with("query_requests")));
+}
