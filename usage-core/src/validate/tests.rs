@@ -3061,7 +3061,7 @@ fn past_the_limits_nothing_more_is_checked_or_spelled_out() {
     let typo = json!({"field": "date Europe/Pariss"});
     let selections: Vec<Value> = vec![typo.clone(); limits.selections + 50];
     let q = json!({"data_source": "QUERY_DATA_SOURCE_USER_DATA", "selections": selections});
-    let v = analytics_body(&queries(&[q.clone()])).unwrap_err();
+    let v = analytics_body(&queries(std::slice::from_ref(&q))).unwrap_err();
     // The list's too_many, then its first 100 selections.
     assert_eq!(v.total(), 1 + limits.selections);
     assert_eq!(v[0].rule(), Rule::TooMany);

@@ -457,4 +457,49 @@ async fn a_json_minus_zero_cap_is_zero(kind: TestStore) {
         .post("GetUsageConfig", json!({"team_level": true}))
         .await;
     assert_eq!(r.ok(), &json!({"addOnCreditCap": 0}));
+    // Contract section 11 (v5): `-0.0` and `-0e0` are a fraction and an exponent, like
+    // `0.0`, wherever an integer is read; `"-0"` is 0 like `-0`.
+    for bad in ["-0.0", "-0e0", "-0E0", "0.0", "-0.0e0"] {
+        let r = env
+            .raw(
+                "UsageConfig",
+                Some("application/json"),
+                format!(
+                    r#"{{"service_key": "{}", "team_level": true, "set_add_on_credit_cap": {bad}}}"#,
+                    env.key
+                ),
+            )
+            .await;
+        assert_eq!(
+            r.details(),
+            [d("set_add_on_credit_cap", "invalid_value")],
+            "{bad}"
+        );
+        let r = env
+            .raw(
+                "Ingest",
+                Some("application/json"),
+                format!(
+                    r#"{{"service_key": "{}", "kind": "billing", "records": [{{"num_seats": {bad}}}]}}"#,
+                    env.key
+                ),
+            )
+            .await;
+        assert_eq!(
+            r.details(),
+            [d("records[0].num_seats", "invalid_value")],
+            "{bad}"
+        );
+    }
+    let r = env
+        .raw(
+            "Ingest",
+            Some("application/json"),
+            format!(
+                r#"{{"service_key": "{}", "kind": "billing", "records": [{{"num_seats": -0, "add_on_credits_used": "-0"}}]}}"#,
+                env.key
+            ),
+        )
+        .await;
+    assert_eq!(r.ok(), &json!({"accepted": 1}));
 }
