@@ -137,17 +137,12 @@ pub(crate) fn user_page(team: &TeamData, users: &[&Record], range: TimeRange) ->
         .map(|(i, u)| (u.text("api_key"), i as u32))
         .collect();
     // Which latest time each kind feeds: autocomplete, chat (chat and agent runs), command.
-    let kinds: [(&RecordKind, Option<usize>); 6] = [
-        (&records::AUTOCOMPLETE, Some(0)),
-        (&records::CHAT, Some(1)),
-        (&records::COMMAND, Some(2)),
-        (&records::AGENT_LINES, None),
-        (&records::AGENT_RUNS, Some(1)),
-        (&records::AGENT_TOOL_USAGE, None),
-    ];
-    let tables: Vec<(&Table, Option<usize>)> = kinds
+    let tables: Vec<(&Table, Option<usize>)> = records::ACTIVITY
         .iter()
-        .filter_map(|(k, slot)| team.table(k).map(|t| (t, *slot)))
+        .filter_map(|(k, last)| {
+            team.table(k)
+                .map(|t| (t, last.map(records::LastUse::index)))
+        })
         .collect();
     let days = tables
         .iter()

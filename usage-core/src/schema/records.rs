@@ -300,6 +300,36 @@ pub static USAGE: [&RecordKind; 7] = [
     &AGENT_TOOL_USAGE,
 ];
 
+/// Which of a user's latest usage times (`UserPageAnalytics`) a kind of activity feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastUse {
+    /// `lastAutocompleteUsageTime`.
+    Autocomplete = 0,
+    /// `lastChatUsageTime` (chat and agent runs).
+    Chat = 1,
+    /// `lastCommandUsageTime`.
+    Command = 2,
+}
+
+impl LastUse {
+    /// Its place among the three latest times, in the order above.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The kinds of a user's activity (`activeDays` counts a day with a record of any of
+/// them), each with the latest time it feeds, if any: the one list the engine and the
+/// PostgreSQL store read (the oracle keeps its own, on purpose).
+pub static ACTIVITY: [(&RecordKind, Option<LastUse>); 6] = [
+    (&AUTOCOMPLETE, Some(LastUse::Autocomplete)),
+    (&CHAT, Some(LastUse::Chat)),
+    (&COMMAND, Some(LastUse::Command)),
+    (&AGENT_LINES, None),
+    (&AGENT_RUNS, Some(LastUse::Chat)),
+    (&AGENT_TOOL_USAGE, None),
+];
+
 /// The names of every record kind, for messages.
 pub fn kind_names() -> Vec<&'static str> {
     KINDS.iter().map(|k| k.name).collect()
@@ -351,6 +381,33 @@ mod tests {
         );
         assert!(PCW.is_usage() && AGENT_TOOL_USAGE.is_usage());
         assert!(!USERS.is_usage() && !GROUPS.is_usage() && !BILLING.is_usage());
+    }
+
+    /// A user's activity is every kind of usage but PCW (a team-wide measure), in order;
+    /// three of them feed the latest times, agent runs the chat's.
+    #[test]
+    fn activity_is_the_usage_of_users() {
+        let activity: Vec<&str> = ACTIVITY.iter().map(|(k, _)| k.name).collect();
+        let usage: Vec<&str> = USAGE
+            .iter()
+            .filter(|k| k.name != PCW.name)
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(activity, usage);
+        let feeds = |l: LastUse| -> Vec<&str> {
+            ACTIVITY
+                .iter()
+                .filter(|(_, x)| *x == Some(l))
+                .map(|(k, _)| k.name)
+                .collect()
+        };
+        assert_eq!(feeds(LastUse::Autocomplete), ["autocomplete"]);
+        assert_eq!(feeds(LastUse::Chat), ["chat", "agent_runs"]);
+        assert_eq!(feeds(LastUse::Command), ["command"]);
+        assert_eq!(
+            [LastUse::Autocomplete, LastUse::Chat, LastUse::Command].map(LastUse::index),
+            [0, 1, 2]
+        );
     }
 
     #[test]

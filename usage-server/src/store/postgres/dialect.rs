@@ -1,49 +1,61 @@
-//! Everything that differs between SQL engines, in one place.
-//!
-//! The generator (`sql.rs`) writes portable SQL and asks the dialect for the rest:
-//! placeholders, bytewise collation, integer floor division, the version sort key, the
-//! DDL types and array parameters.
+//! Everything the generated SQL spells the PostgreSQL way, in one place: placeholders,
+//! bytewise collation, integer division, local dates, the version sort key, the identity
+//! key, the DDL types and array parameters. The generator (`sql.rs`, `expr.rs`) writes the
+//! rest portably and calls these.
 
-/// An SQL engine's spelling of the generator's needs.
-pub trait Dialect: Sync {
-    /// The placeholder of parameter `n` (1-based).
-    fn placeholder(&self, n: usize) -> String;
-    /// `expr` compared bytewise (UTF-8 byte order).
-    fn bytewise(&self, expr: &str) -> String;
-    /// The sort key of a version (contract section 3, Ordering), as a bytewise-comparable value.
-    fn version_key(&self, expr: &str) -> String;
-    /// Floor division of a 64-bit integer by a positive constant.
-    fn floor_div(&self, expr: &str, divisor: i64) -> String;
-    /// Division of a 64-bit integer known not to be negative by a positive constant (where
-    /// floor and truncation agree: cheaper than [`Dialect::floor_div`]).
-    fn div_nonneg(&self, expr: &str, divisor: i64) -> String;
-    /// The local date, as days since 1970-01-01, of the instant `micros` (microseconds since
-    /// 1970, not negative) in the IANA time zone named by the text parameter `zone`.
-    fn zoned_date(&self, micros: &str, zone: &str) -> String;
-    /// `expr` equals any element of the text-array parameter `param`.
-    fn any_text(&self, expr: &str, param: &str) -> String;
-    /// Aggregates to text.
-    fn to_text(&self, expr: &str) -> String;
-    /// The UTF-8 bytes of a text expression (compared bytewise, and able to meet a
-    /// parameter holding U+0000, which SQL text cannot).
-    fn bytes_of(&self, expr: &str) -> String;
-    /// DDL type of text, 64-bit integers, booleans, bytes.
-    fn types(&self) -> Types;
-    /// Statements that install helper functions (the version key).
-    fn functions(&self) -> Vec<String>;
-    /// The key of a record's identity: one fixed-size value computed from the identity
-    /// columns (`(expression, is_text)`), so that an index on it stays within the
-    /// engine's index row limit whatever the values (contract section 11: every store
-    /// keeps and indexes what one store accepts). Text is length-prefixed, so distinct
-    /// identities have distinct keys.
-    fn identity_key(&self, cols: &[(String, bool)]) -> String;
-    /// The length in bytes of a text expression's UTF-8.
-    fn byte_length(&self, expr: &str) -> String;
-    /// Statements that install what [`Dialect::identity_key`] calls.
-    fn identity_functions(&self) -> Vec<String>;
-    /// The statement that turns generated column `column` of `table` into a plain one,
-    /// keeping its values.
-    fn drop_generation(&self, table: &str, column: &str) -> String;
+use usage_core::schema::records::RecordType;
+
+/// The placeholder of parameter `n` (1-based).
+pub fn placeholder(n: usize) -> String {
+    format!("${n}")
+}
+
+/// `expr` compared bytewise (UTF-8 byte order).
+pub fn bytewise(expr: &str) -> String {
+    format!("({expr}) COLLATE \"C\"")
+}
+
+/// The sort key of a version (contract section 3, Ordering), as a bytewise-comparable value.
+pub fn version_key(expr: &str) -> String {
+    format!("usage_version_key({expr})")
+}
+
+/// Floor division of a 64-bit integer by a positive constant, exact for negative values too.
+pub fn floor_div(expr: &str, d: i64) -> String {
+    format!("((({expr}) - (((({expr}) % {d}) + {d}) % {d})) / {d})")
+}
+
+/// Division of a 64-bit integer known not to be negative by a positive constant (where
+/// floor and truncation agree: cheaper than [`floor_div`]).
+pub fn div_nonneg(expr: &str, d: i64) -> String {
+    format!("(({expr}) / {d})")
+}
+
+/// The local date, as days since 1970-01-01, of the instant `micros` (microseconds since
+/// 1970, not negative) in the IANA time zone named by the text parameter `zone`.
+pub fn zoned_date(micros: &str, zone: &str) -> String {
+    // Whole seconds are exact through `to_timestamp` (a double), and a local midnight is a
+    // whole second in every zone, so the fraction cannot change the date.
+    format!(
+        "(((to_timestamp(({micros}) / 1000000) AT TIME ZONE ({zone})::text)::date \
+         - DATE '1970-01-01')::bigint)"
+    )
+}
+
+/// `expr` equals any element of the text-array parameter `param`.
+pub fn any_text(expr: &str, param: &str) -> String {
+    format!("{expr} = ANY({param}::text[])")
+}
+
+/// Aggregates to text.
+pub fn to_text(expr: &str) -> String {
+    format!("({expr})::text")
+}
+
+/// The UTF-8 bytes of a text expression (compared bytewise, and able to meet a parameter
+/// holding U+0000, which SQL text cannot).
+pub fn bytes_of(expr: &str) -> String {
+    format!("convert_to({expr}, 'UTF8')")
 }
 
 /// DDL types.
@@ -59,59 +71,32 @@ pub struct Types {
     pub bytes: &'static str,
 }
 
-/// PostgreSQL (and Citus).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Postgres;
+/// The DDL types of text, 64-bit integers, booleans and bytes.
+pub const TYPES: Types = Types {
+    text: "TEXT",
+    int: "BIGINT",
+    boolean: "BOOLEAN",
+    bytes: "BYTEA",
+};
 
-impl Dialect for Postgres {
-    fn placeholder(&self, n: usize) -> String {
-        format!("${n}")
+/// The DDL type of a record field's column: times, days and counts are 64-bit integers
+/// (microseconds; a day as the microsecond of its midnight).
+pub fn column_type(ty: RecordType) -> &'static str {
+    match ty {
+        RecordType::Text | RecordType::Enum(_) | RecordType::GroupIds => TYPES.text,
+        RecordType::Timestamp | RecordType::Hour | RecordType::Day | RecordType::Count => TYPES.int,
+        RecordType::Bool => TYPES.boolean,
     }
-    fn bytewise(&self, expr: &str) -> String {
-        format!("({expr}) COLLATE \"C\"")
-    }
-    fn version_key(&self, expr: &str) -> String {
-        format!("usage_version_key({expr})")
-    }
-    fn floor_div(&self, expr: &str, d: i64) -> String {
-        // Integer floor division, exact for negative values too.
-        format!("((({expr}) - (((({expr}) % {d}) + {d}) % {d})) / {d})")
-    }
-    fn zoned_date(&self, micros: &str, zone: &str) -> String {
-        // Whole seconds are exact through `to_timestamp` (a double), and a local midnight
-        // is a whole second in every zone, so the fraction cannot change the date.
-        format!(
-            "(((to_timestamp(({micros}) / 1000000) AT TIME ZONE ({zone})::text)::date \
-             - DATE '1970-01-01')::bigint)"
-        )
-    }
-    fn div_nonneg(&self, expr: &str, d: i64) -> String {
-        format!("(({expr}) / {d})")
-    }
-    fn any_text(&self, expr: &str, param: &str) -> String {
-        format!("{expr} = ANY({param}::text[])")
-    }
-    fn to_text(&self, expr: &str) -> String {
-        format!("({expr})::text")
-    }
-    fn bytes_of(&self, expr: &str) -> String {
-        format!("convert_to({expr}, 'UTF8')")
-    }
-    fn types(&self) -> Types {
-        Types {
-            text: "TEXT",
-            int: "BIGINT",
-            boolean: "BOOLEAN",
-            bytes: "BYTEA",
-        }
-    }
-    fn functions(&self) -> Vec<String> {
-        // The sort key of a version: per part, a numeric part is 0x01, its digit count
-        // (leading zeros stripped) as 4 hex digits and the digits; a text part is 0x02,
-        // its bytes and 0x00 (text holds no NUL). The end of the parts is 0x00, so a
-        // prefix sorts first; the whole string follows, so versions equal part by part
-        // (`1.02`, `1.2`) order bytewise. Comparing keys bytewise is the contract's order.
-        vec![r#"CREATE OR REPLACE FUNCTION usage_version_key(v TEXT) RETURNS BYTEA
+}
+
+/// Statements that install the version sort key's function (`usage_version_key`).
+pub fn version_key_functions() -> Vec<String> {
+    // The sort key of a version: per part, a numeric part is 0x01, its digit count (leading
+    // zeros stripped) as 4 hex digits and the digits; a text part is 0x02, its bytes and
+    // 0x00 (text holds no NUL). The end of the parts is 0x00, so a prefix sorts first; the
+    // whole string follows, so versions equal part by part (`1.02`, `1.2`) order bytewise.
+    // Comparing keys bytewise is the contract's order.
+    vec![r#"CREATE OR REPLACE FUNCTION usage_version_key(v TEXT) RETURNS BYTEA
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 DECLARE
   part TEXT;
@@ -129,36 +114,47 @@ BEGIN
   RETURN key || '\x00'::bytea || convert_to(v, 'UTF8');
 END
 $fn$"#
-            .to_string()]
-    }
-    fn identity_key(&self, cols: &[(String, bool)]) -> String {
-        let parts: Vec<String> = cols
-            .iter()
-            .map(|(c, text)| {
-                if *text {
-                    format!("length({c})::text || ':' || {c}")
-                } else {
-                    format!("({c})::text")
-                }
-            })
-            .collect();
-        format!("usage_identity_key({})", parts.join(" || '|' || "))
-    }
-    fn byte_length(&self, expr: &str) -> String {
-        format!("octet_length({expr})")
-    }
-    fn drop_generation(&self, table: &str, column: &str) -> String {
-        format!("ALTER TABLE {table} ALTER COLUMN {column} DROP EXPRESSION")
-    }
-    fn identity_functions(&self) -> Vec<String> {
-        // `convert_to` is only STABLE (it names an encoding), but the database's encoding
-        // never changes under its data, so the SHA-256 of the UTF-8 bytes is immutable.
-        vec![
-            "CREATE OR REPLACE FUNCTION usage_identity_key(v TEXT) RETURNS BYTEA \
-             LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$ SELECT sha256(convert_to(v, 'UTF8')) $fn$"
-                .to_string(),
-        ]
-    }
+        .to_string()]
+}
+
+/// The key of a record's identity: one fixed-size value computed from the identity columns
+/// (`(expression, is_text)`), so that an index on it stays within the engine's index row
+/// limit whatever the values (contract section 11: every store keeps and indexes what one
+/// store accepts). Text is length-prefixed, so distinct identities have distinct keys.
+pub fn identity_key(cols: &[(String, bool)]) -> String {
+    let parts: Vec<String> = cols
+        .iter()
+        .map(|(c, text)| {
+            if *text {
+                format!("length({c})::text || ':' || {c}")
+            } else {
+                format!("({c})::text")
+            }
+        })
+        .collect();
+    format!("usage_identity_key({})", parts.join(" || '|' || "))
+}
+
+/// The length in bytes of a text expression's UTF-8.
+pub fn byte_length(expr: &str) -> String {
+    format!("octet_length({expr})")
+}
+
+/// Statements that install what [`identity_key`] calls.
+pub fn identity_functions() -> Vec<String> {
+    // `convert_to` is only STABLE (it names an encoding), but the database's encoding never
+    // changes under its data, so the SHA-256 of the UTF-8 bytes is immutable.
+    vec![
+        "CREATE OR REPLACE FUNCTION usage_identity_key(v TEXT) RETURNS BYTEA \
+         LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$ SELECT sha256(convert_to(v, 'UTF8')) $fn$"
+            .to_string(),
+    ]
+}
+
+/// The statement that turns generated column `column` of `table` into a plain one, keeping
+/// its values.
+pub fn drop_generation(table: &str, column: &str) -> String {
+    format!("ALTER TABLE {table} ALTER COLUMN {column} DROP EXPRESSION")
 }
 
 /// The version sort key that `usage_version_key` computes in the database, computed here
@@ -182,7 +178,7 @@ pub fn version_sort_key(v: &str) -> Vec<u8> {
     key
 }
 
-/// The identity key of a usage record, as [`Dialect::identity_key`] (with
+/// The identity key of a usage record, as [`identity_key`] (with
 /// `usage_identity_key`) computes it in the database for the same row, byte for byte: the
 /// SHA-256 of the identity columns' text joined by `|`, a text column as its length in
 /// characters, `:` and the text, any other as its decimal SQL text. Writes compute it here

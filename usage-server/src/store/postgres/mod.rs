@@ -251,8 +251,7 @@ impl Store for PgStore {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        let statements: Vec<(&str, Vec<&str>, String)> =
-            sql::unreadable_queries(&dialect::Postgres);
+        let statements: Vec<(&str, Vec<&str>, String)> = sql::unreadable_queries();
         let mut found = Vec::new();
         for team in &teams {
             for (kind, fields, statement) in &statements {

@@ -14,8 +14,8 @@ use usage_core::eval::TeamData;
 use usage_core::load::{Batch, FieldValue, Record};
 use usage_core::schema::records::{self, RecordField, RecordKind, RecordType};
 
-use super::dialect::Dialect;
-use super::{pg_err, refs, sql};
+use super::dialect;
+use super::{pg_err, refs};
 use crate::store::{StoreError, StoreResult};
 
 /// How the records of one kind are stored in their table (named after the kind).
@@ -77,12 +77,12 @@ impl Table {
     }
 
     /// `CREATE TABLE` of the table.
-    fn ddl(&self, d: &dyn Dialect) -> String {
-        let t = d.types();
+    fn ddl(&self) -> String {
+        let t = dialect::TYPES;
         let mut cols = vec![format!("team_id {} NOT NULL", t.text)];
         for f in self.columns() {
             let null = if self.not_null(f) { " NOT NULL" } else { "" };
-            cols.push(format!("{} {}{null}", f.name, sql::column_type(&t, f.ty)));
+            cols.push(format!("{} {}{null}", f.name, dialect::column_type(f.ty)));
         }
         cols.push(format!(
             "PRIMARY KEY (team_id, {})",
@@ -210,16 +210,16 @@ pub(super) fn table_names() -> [&'static str; 3] {
 }
 
 /// DDL of the users, groups and memberships tables, in that order.
-pub(super) fn create_tables(d: &dyn Dialect) -> Vec<String> {
-    let t = d.types();
+pub(super) fn create_tables() -> Vec<String> {
+    let t = dialect::TYPES;
     let mut keys: Vec<&str> = USERS.kind.identity.to_vec();
     keys.push(group_id());
     let mut cols = vec![format!("team_id {} NOT NULL", t.text)];
     cols.extend(keys.iter().map(|c| format!("{c} {} NOT NULL", t.text)));
     cols.push(format!("PRIMARY KEY (team_id, {})", keys.join(", ")));
     vec![
-        USERS.ddl(d),
-        GROUPS.ddl(d),
+        USERS.ddl(),
+        GROUPS.ddl(),
         format!(
             "CREATE TABLE IF NOT EXISTS {MEMBERSHIPS} ({})",
             cols.join(", ")

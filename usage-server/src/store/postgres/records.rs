@@ -17,7 +17,7 @@ use usage_core::wire::{
 };
 
 use super::copy::CopyRows;
-use super::dialect::{Postgres, identity_key_of, version_sort_key};
+use super::dialect::{identity_key_of, version_sort_key};
 use super::{PgStore, cache, people, pg_err, rows, sql, stats, text_rows, unstorable};
 use crate::store::shared::{ingested, stream, written_whole};
 use crate::store::{
@@ -86,7 +86,7 @@ impl PgStore {
         } else {
             format!(
                 "SET LOCAL client_min_messages = warning; {}",
-                sql::create_stage(&Postgres, kind)
+                sql::create_stage(kind)
             )
         };
         c.batch_execute(&prepare).await.map_err(pg_err)?;
@@ -117,7 +117,7 @@ impl PgStore {
         kind: &'static RecordKind,
         round: &Round,
     ) -> StoreResult<bool> {
-        let probe = sql::stored_any(&Postgres, kind);
+        let probe = sql::stored_any(kind);
         if !sql::time_keyed(kind) {
             let keys: Vec<&[u8]> = round.keys.iter().map(|k| &k[..]).collect();
             let row = c
@@ -493,14 +493,7 @@ impl RecordStore for PgStore {
         let mut left = limits.result_items;
         let mut bytes_left = limits.result_bytes;
         for (i, q) in plan.queries.iter().enumerate() {
-            let (st, outs) = sql::query(
-                &Postgres,
-                q,
-                team,
-                plan.group_name.as_deref(),
-                plan.range,
-                left,
-            );
+            let (st, outs) = sql::query(q, team, plan.group_name.as_deref(), plan.range, left);
             let rows = text_rows(&c, &st).await?;
             if rows.len() > left {
                 return Err(StoreError::Eval(EvalError::TooManyItems {
@@ -545,7 +538,7 @@ impl RecordStore for PgStore {
         }
         let rows = text_rows(
             &c,
-            &stats::user_page(&Postgres, team, plan.group_name.as_deref(), plan.range),
+            &stats::user_page(team, plan.group_name.as_deref(), plan.range),
         )
         .await?;
         let users = rows
@@ -575,7 +568,7 @@ impl RecordStore for PgStore {
             Self::group_exists(&c, team, g).await?;
         }
         let mut results = Vec::with_capacity(plan.queries.len());
-        for (source, st) in stats::agent(&Postgres, team, plan) {
+        for (source, st) in stats::agent(team, plan) {
             let rows = text_rows(&c, &st).await?;
             results.push(stats::agent_result(source, &rows).map_err(decode_err)?);
         }

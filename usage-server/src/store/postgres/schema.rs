@@ -2,7 +2,6 @@
 
 use usage_core::time::Timestamp;
 
-use super::dialect::Postgres;
 use super::{PgStore, pg_err, sql};
 use crate::store::StoreResult;
 
@@ -62,7 +61,7 @@ pub fn citus_statements() -> Vec<String> {
 const MIGRATION_LOCK: i64 = 0x7573_6167_655f_6d67;
 
 pub(super) fn migrations() -> Vec<String> {
-    let mut first = sql::create_tables(&Postgres);
+    let mut first = sql::create_tables();
     first.push(
         "CREATE TABLE IF NOT EXISTS teams (id TEXT PRIMARY KEY, name TEXT NOT NULL, created BIGINT NOT NULL)".into(),
     );
@@ -89,16 +88,16 @@ pub(super) fn migrations() -> Vec<String> {
     );
     vec![
         first.join(";\n"),
-        sql::identity_key_migration(&Postgres).join(";\n"),
-        sql::readable_migration(&Postgres).join(";\n"),
+        sql::identity_key_migration().join(";\n"),
+        sql::readable_migration().join(";\n"),
         // One rate limit per key across every instance (section 9): the token buckets.
         "CREATE TABLE IF NOT EXISTS rate_buckets (team_id TEXT NOT NULL, key_id TEXT NOT NULL, \
          tokens DOUBLE PRECISION NOT NULL, at BIGINT NOT NULL, granted BOOLEAN NOT NULL, \
          PRIMARY KEY (team_id, key_id))"
             .into(),
         // The change feed of the instances' columnar caches.
-        sql::change_feed_migration(&Postgres).join(";\n"),
-        sql::bulk_write_migration(&Postgres).join(";\n"),
+        sql::change_feed_migration().join(";\n"),
+        sql::bulk_write_migration().join(";\n"),
     ]
 }
 

@@ -1,6 +1,6 @@
 //! SQL generated from the schema tables: DDL of every record kind (the users and groups
 //! tables come from `people.rs`), and one parameterized statement per validated query
-//! (contract section 3), for engines behind a [`Dialect`]. Every table is keyed by `team_id` first and every statement is filtered
+//! (contract section 3), in the spellings of `dialect`. Every table is keyed by `team_id` first and every statement is filtered
 //! by it (Citus: distributed by team).
 
 use std::fmt::Write;
@@ -11,7 +11,7 @@ use usage_core::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR};
 use usage_core::zone::{LocalZone, Zone};
 
-use super::dialect::{Dialect, Types};
+use super::dialect;
 
 /// A statement parameter.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,13 +52,13 @@ pub fn has_table(kind: &RecordKind) -> bool {
 }
 
 /// DDL of the record tables, the users/groups/membership tables and helper functions.
-pub fn create_tables(d: &dyn Dialect) -> Vec<String> {
-    let t = d.types();
-    let mut out = d.functions();
+pub fn create_tables() -> Vec<String> {
+    let t = dialect::TYPES;
+    let mut out = dialect::version_key_functions();
     for kind in KINDS.iter().filter(|k| has_table(k)) {
         let mut cols = vec![format!("team_id {} NOT NULL", t.text)];
         for f in kind.fields {
-            let ty = column_type(&t, f.ty);
+            let ty = dialect::column_type(f.ty);
             let null = if f.required || f.name == "id" {
                 " NOT NULL"
             } else {
@@ -70,7 +70,7 @@ pub fn create_tables(d: &dyn Dialect) -> Vec<String> {
             cols.push(format!(
                 "version_key {} GENERATED ALWAYS AS ({}) STORED",
                 t.bytes,
-                d.version_key("\"version\"")
+                dialect::version_key("\"version\"")
             ));
         }
         let pk: Vec<String> = std::iter::once("team_id".to_string())
@@ -97,11 +97,11 @@ pub fn create_tables(d: &dyn Dialect) -> Vec<String> {
             quote(time)
         ));
     }
-    out.extend(super::people::create_tables(d));
+    out.extend(super::people::create_tables());
     out
 }
 
-/// The column holding a record table's identity key ([`Dialect::identity_key`]); with
+/// The column holding a record table's identity key ([`dialect::identity_key`]); with
 /// `team_id`, the table's primary key.
 pub const IDENTITY_KEY: &str = "identity_key";
 
@@ -109,8 +109,8 @@ pub const IDENTITY_KEY: &str = "identity_key";
 /// a hash of the identity columns, in place of the identity columns themselves, whose
 /// values together may exceed PostgreSQL's index row limit (about 2.7 KB; an identity
 /// holds up to four 1,024-byte texts).
-pub fn identity_key_migration(d: &dyn Dialect) -> Vec<String> {
-    let mut out = d.identity_functions();
+pub fn identity_key_migration() -> Vec<String> {
+    let mut out = dialect::identity_functions();
     for kind in KINDS.iter().filter(|k| has_table(k)) {
         let cols: Vec<(String, bool)> = kind
             .identity
@@ -126,8 +126,8 @@ pub fn identity_key_migration(d: &dyn Dialect) -> Vec<String> {
         let t = table(kind);
         out.push(format!(
             "ALTER TABLE {t} ADD COLUMN {IDENTITY_KEY} {} GENERATED ALWAYS AS ({}) STORED NOT NULL",
-            d.types().bytes,
-            d.identity_key(&cols)
+            dialect::TYPES.bytes,
+            dialect::identity_key(&cols)
         ));
         out.push(format!("ALTER TABLE {t} DROP CONSTRAINT {t}_pkey"));
         out.push(format!(
@@ -145,15 +145,18 @@ pub const READABLE: &str = "readable";
 /// rules as `usage_core::load` (text length and non-empty required text, the kept time
 /// range, whole hours, counts >= 0, enum identifiers), from the same constants and the
 /// same schema table, so a row written through the validator is always readable.
-fn field_readable(d: &dyn Dialect, f: &RecordField) -> Option<String> {
+fn field_readable(f: &RecordField) -> Option<String> {
     use usage_core::load::MAX_TEXT_BYTES;
     use usage_core::time::Timestamp;
     let c = quote(f.name);
     let test = match f.ty {
         RecordType::Text if f.required => {
-            format!("{} BETWEEN 1 AND {MAX_TEXT_BYTES}", d.byte_length(&c))
+            format!(
+                "{} BETWEEN 1 AND {MAX_TEXT_BYTES}",
+                dialect::byte_length(&c)
+            )
         }
-        RecordType::Text => format!("{} <= {MAX_TEXT_BYTES}", d.byte_length(&c)),
+        RecordType::Text => format!("{} <= {MAX_TEXT_BYTES}", dialect::byte_length(&c)),
         RecordType::Timestamp => {
             format!("{c} BETWEEN {} AND {}", Timestamp::MIN.0, Timestamp::MAX.0)
         }
@@ -183,11 +186,11 @@ fn field_readable(d: &dyn Dialect, f: &RecordField) -> Option<String> {
 }
 
 /// The readability test of a record kind's row: every field's, joined.
-pub fn readable(d: &dyn Dialect, kind: &RecordKind) -> String {
+pub fn readable(kind: &RecordKind) -> String {
     let tests: Vec<String> = kind
         .fields
         .iter()
-        .filter_map(|f| field_readable(d, f))
+        .filter_map(field_readable)
         .map(|t| format!("({t})"))
         .collect();
     if tests.is_empty() {
@@ -199,22 +202,22 @@ pub fn readable(d: &dyn Dialect, kind: &RecordKind) -> String {
 
 /// The fields of a kind each with its readability test: what `check` reports as the
 /// reason a row cannot be read.
-pub fn field_tests(d: &dyn Dialect, kind: &RecordKind) -> Vec<(&'static str, String)> {
+pub fn field_tests(kind: &RecordKind) -> Vec<(&'static str, String)> {
     kind.fields
         .iter()
-        .filter_map(|f| field_readable(d, f).map(|t| (f.name, t)))
+        .filter_map(|f| field_readable(f).map(|t| (f.name, t)))
         .collect()
 }
 
 /// Per record table: its kind, the fields with a readability test, and the statement
 /// listing a team's (`$1`) unreadable rows: the identity key in hex, then per field
 /// whether its value is readable.
-pub fn unreadable_queries(d: &dyn Dialect) -> Vec<(&'static str, Vec<&'static str>, String)> {
+pub fn unreadable_queries() -> Vec<(&'static str, Vec<&'static str>, String)> {
     KINDS
         .iter()
         .filter(|k| has_table(k))
         .map(|kind| {
-            let tests = field_tests(d, kind);
+            let tests = field_tests(kind);
             let cols: Vec<String> = tests
                 .iter()
                 .map(|(_, t)| format!("COALESCE({t}, FALSE)"))
@@ -236,14 +239,14 @@ pub fn unreadable_queries(d: &dyn Dialect) -> Vec<(&'static str, Vec<&'static st
 /// Migration 3: every record table gets the generated column [`READABLE`] and a partial
 /// index of its unreadable rows, so queries leave such rows out and `check` finds them
 /// without a scan (contract section 11).
-pub fn readable_migration(d: &dyn Dialect) -> Vec<String> {
+pub fn readable_migration() -> Vec<String> {
     let mut out = Vec::new();
     for kind in KINDS.iter().filter(|k| has_table(k)) {
         let t = table(kind);
         out.push(format!(
             "ALTER TABLE {t} ADD COLUMN {READABLE} {} GENERATED ALWAYS AS (COALESCE({}, FALSE)) STORED NOT NULL",
-            d.types().boolean,
-            readable(d, kind)
+            dialect::TYPES.boolean,
+            readable(kind)
         ));
         out.push(format!(
             "CREATE INDEX IF NOT EXISTS {t}_unreadable ON {t} (team_id) WHERE NOT {READABLE}"
@@ -264,8 +267,8 @@ pub const TEAM_CHANGES: &str = "team_changes";
 /// gets [`CHANGE_SEQ`] (0 for rows written before) and an index to read a team's rows
 /// newer than a number; [`TEAM_CHANGES`] holds each team's last number, [`META_CHANGES`]
 /// the metadata counter.
-pub fn change_feed_migration(d: &dyn Dialect) -> Vec<String> {
-    let ty = d.types();
+pub fn change_feed_migration() -> Vec<String> {
+    let ty = dialect::TYPES;
     let mut out = Vec::new();
     for kind in KINDS.iter().filter(|k| has_table(k)) {
         let t = table(kind);
@@ -316,13 +319,13 @@ pub fn primary_key(kind: &RecordKind) -> Vec<String> {
 /// time index, and the per-user index goes (the per-user statistics group one scan of the
 /// range instead of looking users up one by one). Each index a row is written to costs a
 /// write about as much as the row itself (BENCHMARKS.md, "Session 7").
-pub fn bulk_write_migration(d: &dyn Dialect) -> Vec<String> {
+pub fn bulk_write_migration() -> Vec<String> {
     let mut out = Vec::new();
     for kind in KINDS.iter().filter(|k| has_table(k)) {
         let t = table(kind);
-        out.push(d.drop_generation(&t, IDENTITY_KEY));
+        out.push(dialect::drop_generation(&t, IDENTITY_KEY));
         if kind.field("version").is_some() {
-            out.push(d.drop_generation(&t, "version_key"));
+            out.push(dialect::drop_generation(&t, "version_key"));
         }
         if time_keyed(kind) {
             out.push(format!("ALTER TABLE {t} DROP CONSTRAINT {t}_pkey"));
@@ -369,8 +372,8 @@ pub fn stage_table(kind: &RecordKind) -> String {
 }
 
 /// The statement that creates the staging table of `kind` if the session has none.
-pub fn create_stage(d: &dyn Dialect, kind: &RecordKind) -> String {
-    let t = d.types();
+pub fn create_stage(kind: &RecordKind) -> String {
+    let t = dialect::TYPES;
     let mut cols = vec![
         format!("team_id {} NOT NULL", t.text),
         format!("{CHANGE_SEQ} {} NOT NULL", t.int),
@@ -382,7 +385,7 @@ pub fn create_stage(d: &dyn Dialect, kind: &RecordKind) -> String {
     cols.extend(
         kind.fields
             .iter()
-            .map(|f| format!("{} {}", quote(f.name), column_type(&t, f.ty))),
+            .map(|f| format!("{} {}", quote(f.name), dialect::column_type(f.ty))),
     );
     format!(
         "CREATE TEMPORARY TABLE IF NOT EXISTS {} ({}) ON COMMIT DELETE ROWS",
@@ -405,9 +408,9 @@ pub fn stored_span(kind: &RecordKind) -> String {
 /// Whether the team (`$1`) has a stored row of any of the given identities: for a
 /// time-keyed `kind`, `$2` their times and `$3` their identity keys (arrays of the same
 /// length, in step); otherwise `$2` the identity keys. One probe of the primary key each.
-pub fn stored_any(d: &dyn Dialect, kind: &RecordKind) -> String {
+pub fn stored_any(kind: &RecordKind) -> String {
     let t = table(kind);
-    let ty = d.types();
+    let ty = dialect::TYPES;
     if time_keyed(kind) {
         let time = quote(kind.time.expect("a time-keyed kind has a time"));
         format!(
@@ -490,16 +493,6 @@ pub const META_CHANGES: &str = "meta_changes";
 /// The statement that bumps [`META_CHANGES`], in the transaction of a metadata write.
 pub const BUMP_META: &str = "UPDATE meta_changes SET version = version + 1 WHERE id = 1";
 
-/// The DDL type of a record field's column.
-pub fn column_type(t: &Types, ty: RecordType) -> &'static str {
-    match ty {
-        RecordType::Text | RecordType::Enum(_) => t.text,
-        RecordType::Hour | RecordType::Timestamp | RecordType::Day | RecordType::Count => t.int,
-        RecordType::Bool => t.boolean,
-        RecordType::GroupIds => t.text,
-    }
-}
-
 /// How a result column becomes a value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Out {
@@ -526,8 +519,7 @@ pub struct Output {
     pub out: Out,
 }
 
-struct Gen<'a> {
-    d: &'a dyn Dialect,
+struct Gen {
     params: Vec<Param>,
     kind: &'static RecordKind,
     join_users: bool,
@@ -536,10 +528,9 @@ struct Gen<'a> {
     zones: Vec<(Zone, String)>,
 }
 
-impl<'a> Gen<'a> {
-    fn new(d: &'a dyn Dialect, plan: &QueryPlan) -> Gen<'a> {
+impl Gen {
+    fn new(plan: &QueryPlan) -> Gen {
         Gen {
-            d,
             params: Vec::new(),
             kind: plan.source.spec().record,
             join_users: false,
@@ -549,7 +540,7 @@ impl<'a> Gen<'a> {
 
     fn param(&mut self, p: Param) -> String {
         self.params.push(p);
-        self.d.placeholder(self.params.len())
+        dialect::placeholder(self.params.len())
     }
 
     fn time_col(&self) -> String {
@@ -557,13 +548,13 @@ impl<'a> Gen<'a> {
     }
 
     fn date_of(&self, time: &str) -> String {
-        self.d.floor_div(time, MICROS_PER_DAY)
+        dialect::floor_div(time, MICROS_PER_DAY)
     }
 
     /// The UTC day or hour (`period`) of the record's time: a stored time is never
     /// negative (the service keeps 1970 on), so plain integer division is the floor.
     fn time_bucket(&self, period: i64) -> String {
-        self.d.div_nonneg(&self.time_col(), period)
+        dialect::div_nonneg(&self.time_col(), period)
     }
 
     /// The value of a per-record field.
@@ -592,7 +583,7 @@ impl<'a> Gen<'a> {
                             p
                         }
                     };
-                    self.d.zoned_date(&self.time_col(), &zone)
+                    dialect::zoned_date(&self.time_col(), &zone)
                 }
             },
             Expr::UserMetadata => {
@@ -610,7 +601,7 @@ impl<'a> Gen<'a> {
             Expr::Column("version") if self.kind.field("version").is_some() => {
                 "r.version_key".to_string()
             }
-            _ => self.d.version_key(e),
+            _ => dialect::version_key(e),
         }
     }
 
@@ -623,7 +614,7 @@ impl<'a> Gen<'a> {
     /// The bytewise/typed sort expression of field `f` whose value is `e`.
     fn order_of(&self, f: FieldRef, e: &str) -> String {
         match f.field().ty {
-            ValueType::Text | ValueType::Enum(_) | ValueType::Json => self.d.bytewise(e),
+            ValueType::Text | ValueType::Enum(_) | ValueType::Json => dialect::bytewise(e),
             ValueType::Version => self.version_key_of(f, e),
             _ => e.to_string(),
         }
@@ -662,7 +653,7 @@ impl<'a> Gen<'a> {
                         super::dialect::version_sort_key(s),
                     )
                 } else {
-                    (self.d.bytes_of(&e), s.as_bytes().to_vec())
+                    (dialect::bytes_of(&e), s.as_bytes().to_vec())
                 };
                 let p = self.param(Param::Bytes(bytes));
                 return format!("{lhs} {sym} {p}");
@@ -674,7 +665,7 @@ impl<'a> Gen<'a> {
         }
         match (f.field().ty, v) {
             (ValueType::Text | ValueType::Enum(_), _) => {
-                format!("{} {sym} {}", self.d.bytewise(&e), self.d.bytewise(&p))
+                format!("{} {sym} {}", dialect::bytewise(&e), dialect::bytewise(&p))
             }
             _ => format!("{e} {sym} {p}"),
         }
@@ -703,7 +694,7 @@ impl<'a> Gen<'a> {
                         })
                         .collect();
                     let p = self.param(Param::TextArray(texts));
-                    return self.d.any_text(&e, &p);
+                    return dialect::any_text(&e, &p);
                 }
                 let parts: Vec<String> = values
                     .iter()
@@ -744,30 +735,31 @@ impl<'a> Gen<'a> {
 
     fn aggregate(&mut self, f: FieldRef, agg: Agg, cols: &mut Vec<String>) -> Out {
         let field = f.field();
-        let t = |d: &dyn Dialect, e: &str| d.to_text(e);
         match field.expr {
             Expr::DistinctUsers => {
                 // Distinct keys compare bytewise: a locale collation is slower and not needed.
-                let key = self.d.bytewise("r.api_key");
-                cols.push(t(self.d, &format!("COUNT(DISTINCT {key})")));
+                let key = dialect::bytewise("r.api_key");
+                cols.push(dialect::to_text(&format!("COUNT(DISTINCT {key})")));
                 return Out::Total;
             }
             Expr::DistinctDeveloperDays => {
                 let day = self.time_bucket(MICROS_PER_DAY);
-                let key = self.d.bytewise("r.api_key");
-                cols.push(t(self.d, &format!("COUNT(DISTINCT ({key}, {day}))")));
+                let key = dialect::bytewise("r.api_key");
+                cols.push(dialect::to_text(&format!("COUNT(DISTINCT ({key}, {day}))")));
                 return Out::Total;
             }
             Expr::DistinctDeveloperHours => {
                 let hour = self.time_bucket(MICROS_PER_HOUR);
-                let key = self.d.bytewise("r.api_key");
-                cols.push(t(self.d, &format!("COUNT(DISTINCT ({key}, {hour}))")));
+                let key = dialect::bytewise("r.api_key");
+                cols.push(dialect::to_text(&format!(
+                    "COUNT(DISTINCT ({key}, {hour}))"
+                )));
                 return Out::Total;
             }
             _ => {}
         }
         let (out, parts) = self.plain_aggregate(f, agg);
-        cols.extend(parts.iter().map(|(a, _)| t(self.d, a)));
+        cols.extend(parts.iter().map(|(a, _)| dialect::to_text(a)));
         out
     }
 
@@ -804,7 +796,7 @@ impl<'a> Gen<'a> {
 
     fn value_col(&mut self, f: FieldRef, cols: &mut Vec<String>) -> Out {
         let e = self.expr(f);
-        cols.push(self.d.to_text(&e));
+        cols.push(dialect::to_text(&e));
         self.value_out(f)
     }
 
@@ -832,7 +824,6 @@ impl<'a> Gen<'a> {
 /// can tell an answer over the limit. Distinct counts are answered by nested grouping
 /// (`nested`) where it applies, else by `COUNT(DISTINCT …)` ([`flat_query`]).
 pub fn query(
-    d: &dyn Dialect,
     plan: &QueryPlan,
     team_id: &str,
     group_name: Option<&str>,
@@ -841,18 +832,17 @@ pub fn query(
 ) -> (Statement, Vec<Output>) {
     match nested_distinct(plan) {
         Some(used) => {
-            let mut g = Gen::new(d, plan);
+            let mut g = Gen::new(plan);
             let team = g.param(Param::Text(team_id.to_string()));
             nested(g, plan, &team, group_name, range, limit, &used)
         }
-        None => flat_query(d, plan, team_id, group_name, range, limit),
+        None => flat_query(plan, team_id, group_name, range, limit),
     }
 }
 
 /// [`query`] as one level of aggregation over the records: distinct counts by
 /// `COUNT(DISTINCT …)`.
 pub fn flat_query(
-    d: &dyn Dialect,
     plan: &QueryPlan,
     team_id: &str,
     group_name: Option<&str>,
@@ -860,7 +850,7 @@ pub fn flat_query(
     limit: usize,
 ) -> (Statement, Vec<Output>) {
     let kind = plan.source.spec().record;
-    let mut g = Gen::new(d, plan);
+    let mut g = Gen::new(plan);
     let team = g.param(Param::Text(team_id.to_string()));
     let mut cols: Vec<String> = Vec::new();
     let mut outs: Vec<Output> = Vec::new();
@@ -877,7 +867,7 @@ pub fn flat_query(
             }
             // The sums every PCW output is made of, in the order `rows::item` reads them.
             for c in PCW_COLUMNS {
-                cols.push(d.to_text(&format!("SUM(r.{})", quote(c))));
+                cols.push(dialect::to_text(&format!("SUM(r.{})", quote(c))));
             }
         }
         QueryShape::Total => {
@@ -930,7 +920,7 @@ pub fn flat_query(
                 });
             }
             order.push(g.time_col());
-            order.push(d.bytewise("r.api_key"));
+            order.push(dialect::bytewise("r.api_key"));
             for name in kind
                 .identity
                 .iter()
@@ -938,9 +928,9 @@ pub fn flat_query(
             {
                 let col = format!("r.{}", quote(name));
                 order.push(if *name == "version" {
-                    d.version_key(&col)
+                    dialect::version_key(&col)
                 } else {
-                    d.bytewise(&col)
+                    dialect::bytewise(&col)
                 });
             }
         }
@@ -980,7 +970,7 @@ const USERS_JOIN: &str = " LEFT JOIN users u ON u.team_id = r.team_id AND u.api_
 /// The conditions of a query's WHERE clause, over the record `r`: the team, readable rows,
 /// the group restriction, a PCW query's time range and the filters.
 fn where_clause(
-    g: &mut Gen<'_>,
+    g: &mut Gen,
     plan: &QueryPlan,
     team: &str,
     group_name: Option<&str>,
@@ -1112,7 +1102,7 @@ enum Part {
 /// (SUM, MIN, MAX) and the finer counts (SUM: the coarser keys partition the finer ones);
 /// the last level groups by the query's groups alone.
 fn nested(
-    mut g: Gen<'_>,
+    mut g: Gen,
     plan: &QueryPlan,
     team: &str,
     group_name: Option<&str>,
@@ -1120,7 +1110,6 @@ fn nested(
     limit: usize,
     used: &[Distinct],
 ) -> (Statement, Vec<Output>) {
-    let d = g.d;
     let mut outs: Vec<Output> = Vec::new();
     // Selections, as parts.
     let mut partials: Vec<(String, &'static str)> = Vec::new();
@@ -1149,7 +1138,7 @@ fn nested(
         let e = g.expr(gb.field);
         let alias = format!("g{}", groups.len());
         groups.push(e);
-        values.push(d.to_text(&alias));
+        values.push(dialect::to_text(&alias));
         outs.push(Output {
             alias: gb.alias.clone(),
             out: g.value_out(gb.field),
@@ -1170,7 +1159,7 @@ fn nested(
     );
     let key_expr = |k: &str| match k {
         // Keys compare bytewise: a locale collation is not needed.
-        "k_user" => d.bytewise("r.api_key"),
+        "k_user" => dialect::bytewise("r.api_key"),
         "k_day" => k_day.clone(),
         _ => k_hour.clone(),
     };
@@ -1208,11 +1197,11 @@ fn nested(
             // The last level: the answer's columns.
             for part in &parts {
                 match part {
-                    Part::Distinct(x) if x == k => sel.push(d.to_text("COUNT(*)")),
-                    Part::Distinct(x) => sel.push(d.to_text(&combine("COUNT", x.alias()))),
+                    Part::Distinct(x) if x == k => sel.push(dialect::to_text("COUNT(*)")),
+                    Part::Distinct(x) => sel.push(dialect::to_text(&combine("COUNT", x.alias()))),
                     Part::Partials(ps) => {
                         for &i in ps {
-                            sel.push(d.to_text(&combine(partials[i].1, &format!("p{i}"))));
+                            sel.push(dialect::to_text(&combine(partials[i].1, &format!("p{i}"))));
                         }
                     }
                 }

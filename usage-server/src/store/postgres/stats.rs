@@ -10,19 +10,18 @@ use usage_core::wire::{
     AgentToolUsageEntry, UserStats,
 };
 
-use super::dialect::Dialect;
+use super::dialect;
 use super::rows::DecodeError;
 use super::sql::{Param, READABLE, Statement, table};
 
-struct Params<'a> {
-    d: &'a dyn Dialect,
+struct Params {
     list: Vec<Param>,
 }
 
-impl Params<'_> {
+impl Params {
     fn add(&mut self, p: Param) -> String {
         self.list.push(p);
-        self.d.placeholder(self.list.len())
+        dialect::placeholder(self.list.len())
     }
 }
 
@@ -46,16 +45,8 @@ const ACTIVITY: [&RecordKind; 6] = [
 /// One statement listing the team's users (or a group's members) ordered by e-mail, with
 /// their activity. Columns (all text): email, name, api_key, team_status, disable_vendor,
 /// signup_time, active_days, last_autocomplete, last_chat, last_agent_run, last_command.
-pub fn user_page(
-    d: &dyn Dialect,
-    team_id: &str,
-    group_name: Option<&str>,
-    range: TimeRange,
-) -> Statement {
-    let mut p = Params {
-        d,
-        list: Vec::new(),
-    };
+pub fn user_page(team_id: &str, group_name: Option<&str>, range: TimeRange) -> Statement {
+    let mut p = Params { list: Vec::new() };
     let team = p.add(Param::Text(team_id.to_string()));
     let mut range_sql = String::new();
     let mut days = Vec::new();
@@ -76,7 +67,7 @@ pub fn user_page(
         }
         days.push(format!(
             "SELECT x.api_key, {} AS day FROM {} x WHERE x.team_id = {team} AND x.{READABLE}{range_sql}",
-            d.floor_div(&format!("x.{t}"), MICROS_PER_DAY),
+            dialect::floor_div(&format!("x.{t}"), MICROS_PER_DAY),
             table(kind)
         ));
     }
@@ -119,7 +110,7 @@ pub fn user_page(
              WHERE m.team_id = {team} AND g.group_name = {gp})"
         ));
     }
-    sql.push_str(&format!(" ORDER BY {}", d.bytewise("u.email")));
+    sql.push_str(&format!(" ORDER BY {}", dialect::bytewise("u.email")));
     Statement {
         sql,
         params: p.list,
@@ -167,11 +158,11 @@ pub fn user_row(row: &[Option<String>]) -> Result<UserStats, DecodeError> {
 }
 
 /// The statements of an agent plan, one per query, and the sources they answer.
-pub fn agent(d: &dyn Dialect, team_id: &str, plan: &AgentPlan) -> Vec<(AgentSource, Statement)> {
+pub fn agent(team_id: &str, plan: &AgentPlan) -> Vec<(AgentSource, Statement)> {
     plan.queries
         .iter()
         .map(|q| {
-            let mut p = Params { d, list: Vec::new() };
+            let mut p = Params { list: Vec::new() };
             let team = p.add(Param::Text(team_id.to_string()));
             let kind = match q {
                 AgentSource::Lines => &records::AGENT_LINES,
@@ -183,7 +174,7 @@ pub fn agent(d: &dyn Dialect, team_id: &str, plan: &AgentPlan) -> Vec<(AgentSour
             let mut wh = vec![
                 format!("r.team_id = {team}"),
                 format!("r.{READABLE}"),
-                d.any_text("r.ide_type", &ides),
+                dialect::any_text("r.ide_type", &ides),
             ];
             if let Some(s) = plan.range.start {
                 let x = p.add(Param::Int(s.0));
@@ -203,27 +194,27 @@ pub fn agent(d: &dyn Dialect, team_id: &str, plan: &AgentPlan) -> Vec<(AgentSour
                 let ep = p.add(Param::TextArray(emails.clone()));
                 wh.push(format!(
                     "r.api_key IN (SELECT u.api_key FROM users u WHERE u.team_id = {team} AND {})",
-                    d.any_text("u.email", &ep)
+                    dialect::any_text("u.email", &ep)
                 ));
             }
             let wh = wh.join(" AND ");
             let sql = match q {
                 AgentSource::Lines => format!(
                     "SELECT {day}::text, SUM(r.lines_suggested)::text, SUM(r.lines_accepted)::text FROM {tb} r WHERE {wh} GROUP BY {day} ORDER BY {day}",
-                    day = d.floor_div(&t, MICROS_PER_DAY),
+                    day = dialect::floor_div(&t, MICROS_PER_DAY),
                     tb = table(kind)
                 ),
                 AgentSource::Runs => format!(
                     "SELECT {t}::text, r.model, r.mode, r.messages_sent::text, r.agent_id, r.prompts_used::text FROM {tb} r WHERE {wh} ORDER BY {t}, {}, {}",
-                    d.bytewise("r.agent_id"),
-                    d.bytewise("r.id"),
+                    dialect::bytewise("r.agent_id"),
+                    dialect::bytewise("r.id"),
                     tb = table(kind)
                 ),
                 AgentSource::ToolUsage => format!(
                     // Ordered by the count the answer shows (sums clamp at i64::MAX), then tool.
                     "SELECT r.tool, SUM(r.count)::text FROM {tb} r WHERE {wh} GROUP BY r.tool \
                      ORDER BY LEAST(SUM(r.count), 9223372036854775807) DESC, {}",
-                    d.bytewise("r.tool"),
+                    dialect::bytewise("r.tool"),
                     tb = table(kind)
                 ),
             };

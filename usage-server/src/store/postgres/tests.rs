@@ -262,7 +262,7 @@ async fn identity_keys_are_the_ones_the_database_computes() {
             .query(
                 format!(
                     "SELECT identity_key, {} FROM {} WHERE team_id = $1",
-                    dialect::Dialect::identity_key(&dialect::Postgres, &cols),
+                    dialect::identity_key(&cols),
                     sql::table(kind)
                 )
                 .as_str(),
@@ -924,9 +924,8 @@ async fn nested_distinct_counts_answer_like_count_distinct() {
             };
             let q = &plan.queries[0];
             let range = TimeRange::default();
-            let d = &dialect::Postgres;
-            let (nested, outs) = sql::query(d, q, &team, None, range, result_items);
-            let (flat, flat_outs) = sql::flat_query(d, q, &team, None, range, result_items);
+            let (nested, outs) = sql::query(q, &team, None, range, result_items);
+            let (flat, flat_outs) = sql::flat_query(q, &team, None, range, result_items);
             assert!(
                 nested.sql.contains("FROM (SELECT"),
                 "{body}: {}",
