@@ -4,7 +4,7 @@
 //!
 //! - **Change feed.** Every write of team data takes the team's next change number
 //!   (under the team's write lock, so numbers commit in order), stamps the
-//!   rows it writes with it ([`sql::CHANGE_SEQ`]) and sends `NOTIFY usage_changes, '<team>'`,
+//!   rows it writes with it (`names::CHANGE_SEQ`) and sends `NOTIFY usage_changes, '<team>'`,
 //!   delivered at commit.
 //! - **Load.** A team's first query starts a load: in one `REPEATABLE READ` snapshot, the
 //!   team's change position, its users and groups, then each record table by binary `COPY`,
@@ -35,7 +35,7 @@ use usage_core::eval::segment::{Segment, SegmentBuilder};
 use usage_core::load::{Batch, Record};
 use usage_core::schema::records::{self, RecordKind, RecordType};
 
-use super::{people, pg_err, pool_err, rows, sql};
+use super::{names, people, pg_err, pool_err, rows};
 use crate::store::shared::INLINE_ROWS;
 use crate::store::{StoreError, StoreResult};
 
@@ -202,7 +202,7 @@ pub(super) async fn next_change(
     team: &str,
     people: bool,
 ) -> StoreResult<i64> {
-    let t = sql::TEAM_CHANGES;
+    let t = names::TEAM_CHANGES;
     let row = c
         .query_one(
             format!(
@@ -232,7 +232,7 @@ async fn position(c: &impl GenericClient, team: &str) -> StoreResult<Position> {
         .query_opt(
             format!(
                 "SELECT seq, people_seq FROM {} WHERE team_id = $1",
-                sql::TEAM_CHANGES
+                names::TEAM_CHANGES
             )
             .as_str(),
             &[&team],
@@ -283,14 +283,16 @@ async fn copy_kind(
         .iter()
         .map(|f| format!("\"{}\"", f.name))
         .collect();
-    let newer = after.map_or(String::new(), |a| format!(" AND {} > {a}", sql::CHANGE_SEQ));
+    let newer = after.map_or(String::new(), |a| {
+        format!(" AND {} > {a}", names::CHANGE_SEQ)
+    });
     // COPY takes no parameters: the team is the transaction's setting `usage.team`.
     let statement = format!(
         "COPY (SELECT {} FROM {} WHERE team_id = current_setting('usage.team') AND {}{newer}) \
          TO STDOUT (FORMAT binary)",
         cols.join(", "),
-        sql::table(kind),
-        sql::READABLE
+        names::table(kind),
+        names::READABLE
     );
     let types: Vec<Type> = kind.fields.iter().map(|f| copy_type(f.ty)).collect();
     let stream = tx.copy_out(statement.as_str()).await.map_err(pg_err)?;
@@ -541,7 +543,11 @@ impl Cache {
         let tx = snapshot(&mut c, team).await?;
         let at = position(&tx, team).await?;
         let mut data = people::load(&tx, team).await?;
-        for kind in records::USAGE.iter().copied().filter(|k| sql::has_table(k)) {
+        for kind in records::USAGE
+            .iter()
+            .copied()
+            .filter(|k| names::has_table(k))
+        {
             let room = self.config.bytes.saturating_sub(data.usage_heap_bytes());
             match copy_kind(&tx, kind, None, room).await? {
                 Some(seg) if seg.rows() > 0 => data.install(seg),
@@ -576,7 +582,11 @@ impl Cache {
         };
         let mut segments = Vec::new();
         if now.seq > at.seq {
-            for kind in records::USAGE.iter().copied().filter(|k| sql::has_table(k)) {
+            for kind in records::USAGE
+                .iter()
+                .copied()
+                .filter(|k| names::has_table(k))
+            {
                 if let Some(seg) = copy_kind(&tx, kind, Some(at.seq), usize::MAX).await?
                     && seg.rows() > 0
                 {

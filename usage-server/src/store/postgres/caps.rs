@@ -5,7 +5,7 @@ use deadpool_postgres::GenericClient;
 use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
-use super::{PgStore, pg_err, sql, unstorable};
+use super::{PgStore, names, pg_err, unstorable};
 use crate::store::shared::{audit_change, audit_columns, scope_parts};
 use crate::store::{AuditEntry, CapStore, Change, StoreError, StoreResult};
 
@@ -107,7 +107,7 @@ impl CapStore for PgStore {
             new,
         };
         append_audit(&tx, team, key_id, now, &change).await?;
-        tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
+        tx.execute(names::BUMP_META, &[]).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)
     }
 

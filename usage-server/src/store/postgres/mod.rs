@@ -2,12 +2,12 @@
 //! instances share, with queries pushed down to SQL.
 //!
 //! - Tables: one per record kind, and the users, groups and memberships tables, generated
-//!   from usage-core's record tables ([`sql::create_tables`]), plus teams, keys, billing,
+//!   from usage-core's record tables (`schema::create_tables`), plus teams, keys, billing,
 //!   caps and the audit log. Every team-owned table is keyed by `team_id` first and every
 //!   statement filters by it (ready for Citus, distributed by team; `teams` and `keys` are
 //!   small lookup tables that Citus would hold as reference tables).
 //! - Queries: each validated plan becomes one parameterized statement per query
-//!   ([`sql::query`], [`stats`]); rows are rendered by the same value code as the
+//!   (`sql::query`, `stats.rs`); rows are rendered by the same value code as the
 //!   in-memory evaluator, so both stores answer alike to the last digit.
 //! - Writes run in transactions and are acknowledged after commit. Versioned migrations
 //!   run at open under an advisory lock, so instances starting together apply them once.
@@ -16,13 +16,17 @@
 //!   read by every other within a second (the contract allows five). Without a cache
 //!   (the CLI's commands, `serve --cache-bytes 0`) every query is pushed down.
 //!
-//! SQL that differs between engines lives in [`dialect`].
+//! SQL that differs between engines lives in `dialect.rs`, as plain functions.
 //!
 //! One file per concern, mirroring the store traits (and named as in the SQLite store):
-//! `schema.rs` (migrations), `teams.rs` (teams and keys), `caps.rs` (caps and the audit
-//! log), `billing.rs` and `records.rs` (ingest, import and queries); `people.rs` generates
-//! and runs the SQL of the users and groups tables. This file holds the store, its pool,
-//! the error mapping and the [`Store`] impl.
+//! `schema.rs` (the generated DDL and the migrations), `teams.rs` (teams and keys),
+//! `caps.rs` (caps and the audit log), `billing.rs` and `records.rs` (ingest, import and
+//! queries). The SQL is generated beside them: `write.rs` (COPY, staging and merge of
+//! record writes; `copy.rs` encodes the rows), `sql.rs` (the query generator), `stats.rs`
+//! (user page and agent statistics), `people.rs` (the users and groups tables, and it
+//! runs their SQL). `names.rs` and `expr.rs` are leaves the others share: the tables and
+//! columns several files name, and what a statement is made of; `rows.rs` decodes. This
+//! file holds the store, its pool, the error mapping and the [`Store`] impl.
 
 mod billing;
 pub mod cache;
@@ -30,16 +34,19 @@ pub mod cache;
 mod cache_tests;
 mod caps;
 mod copy;
-pub mod dialect;
+mod dialect;
+mod expr;
+mod names;
 mod people;
 mod records;
-pub mod rows;
+mod rows;
 mod schema;
-pub mod sql;
-pub mod stats;
+mod sql;
+mod stats;
 mod teams;
 #[cfg(test)]
 pub(crate) mod tests;
+mod write;
 #[cfg(test)]
 mod zone_tests;
 
@@ -54,7 +61,7 @@ use tokio_postgres::types::ToSql;
 
 use super::shared::{Unreadable, closed};
 use super::{Store, StoreError, StoreResult, UnreadableRow};
-use sql::{Param, Statement};
+use expr::{Param, Statement};
 
 fn pg_err(e: tokio_postgres::Error) -> StoreError {
     match e.as_db_error() {
@@ -251,7 +258,7 @@ impl Store for PgStore {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        let statements: Vec<(&str, Vec<&str>, String)> = sql::unreadable_queries();
+        let statements: Vec<(&str, Vec<&str>, String)> = schema::unreadable_queries();
         let mut found = Vec::new();
         for team in &teams {
             for (kind, fields, statement) in &statements {
@@ -284,13 +291,13 @@ impl Store for PgStore {
         self.unreadable.count()
     }
 
-    /// The metadata counter ([`sql::META_CHANGES`]): it moves with every write of teams,
+    /// The metadata counter (`names::META_CHANGES`): it moves with every write of teams,
     /// keys, caps and billing, not with record writes (the columnar cache follows those).
     async fn change_version(&self) -> StoreResult<Option<i64>> {
         let c = self.client().await?;
         let row = c
             .query_one(
-                format!("SELECT version FROM {} WHERE id = 1", sql::META_CHANGES).as_str(),
+                format!("SELECT version FROM {} WHERE id = 1", names::META_CHANGES).as_str(),
                 &[],
             )
             .await
@@ -298,13 +305,13 @@ impl Store for PgStore {
         Ok(Some(row.get(0)))
     }
 
-    /// The team's change number ([`sql::TEAM_CHANGES`]): it moves with every write of the
+    /// The team's change number (`names::TEAM_CHANGES`): it moves with every write of the
     /// team's records, users and groups.
     async fn team_version(&self, team: &str) -> StoreResult<Option<i64>> {
         let c = self.client().await?;
         let row = c
             .query_opt(
-                format!("SELECT seq FROM {} WHERE team_id = $1", sql::TEAM_CHANGES).as_str(),
+                format!("SELECT seq FROM {} WHERE team_id = $1", names::TEAM_CHANGES).as_str(),
                 &[&team],
             )
             .await
@@ -336,8 +343,8 @@ impl Store for PgStore {
             rows.iter().map(|r| (r.get(0), r.get(1))).collect();
         Ok(usage_core::eval::TeamData::segment_kinds()
             .map(|k| {
-                let table = if sql::has_table(k) {
-                    sql::table(k)
+                let table = if names::has_table(k) {
+                    names::table(k)
                 } else {
                     k.name.to_string()
                 };

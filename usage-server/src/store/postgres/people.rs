@@ -15,8 +15,9 @@ use usage_core::load::{Batch, FieldValue, Record};
 use usage_core::schema::records::{self, RecordField, RecordKind, RecordType};
 
 use super::dialect;
+use super::rows::DecodeError;
 use super::{pg_err, refs};
-use crate::store::{StoreError, StoreResult};
+use crate::store::StoreResult;
 
 /// How the records of one kind are stored in their table (named after the kind).
 struct Table {
@@ -124,30 +125,36 @@ impl Table {
         )
     }
 
-    /// The team's (`$1`) records, one result column per field, named after it.
-    fn select(&self) -> String {
+    /// The result columns of a record of the table aliased `t`, one per field, named after
+    /// it (a user's group ids from the memberships).
+    fn columns_of(&self, t: &str) -> String {
         let cols: Vec<String> = self
             .kind
             .fields
             .iter()
             .map(|f| match f.ty {
                 RecordType::GroupIds => format!(
-                    "ARRAY(SELECT m.{g} FROM {MEMBERSHIPS} m WHERE m.team_id = t.team_id AND {} ORDER BY m.{g}) AS \"{}\"",
+                    "ARRAY(SELECT m.{g} FROM {MEMBERSHIPS} m WHERE m.team_id = {t}.team_id AND {} ORDER BY m.{g}) AS \"{}\"",
                     self.kind
                         .identity
                         .iter()
-                        .map(|c| format!("m.{c} = t.{c}"))
+                        .map(|c| format!("m.{c} = {t}.{c}"))
                         .collect::<Vec<_>>()
                         .join(" AND "),
                     f.name,
                     g = group_id(),
                 ),
-                _ => format!("t.{}", f.name),
+                _ => format!("{t}.{}", f.name),
             })
             .collect();
+        cols.join(", ")
+    }
+
+    /// The team's (`$1`) records, one result column per field, named after it.
+    fn select(&self) -> String {
         format!(
             "SELECT {} FROM {} t WHERE t.team_id = $1",
-            cols.join(", "),
+            self.columns_of("t"),
             self.name()
         )
     }
@@ -181,7 +188,7 @@ impl Table {
             .iter()
             .map(|f| field(f, row))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| StoreError::Internal(format!("PostgreSQL answer: {e}")))?;
+            .map_err(DecodeError::from)?;
         Ok(Record::from_values(self.kind, values))
     }
 }
@@ -201,6 +208,17 @@ where
 /// One field of a row, by its name: NULL is absent.
 fn field(f: &RecordField, row: &Row) -> Result<FieldValue, tokio_postgres::Error> {
     super::rows::field_value(f.ty, row, f.name)
+}
+
+/// The result columns of a user of the `users` table aliased `t`, named after the fields,
+/// which [`user_record`] reads back.
+pub(super) fn user_columns(t: &str) -> String {
+    USERS.columns_of(t)
+}
+
+/// A row holding [`user_columns`] as the user's record.
+pub(super) fn user_record(row: &Row) -> StoreResult<Record> {
+    USERS.record(row)
 }
 
 /// The names of the users, groups and memberships tables, in that order.

@@ -18,15 +18,14 @@ use usage_core::wire::{
 
 use super::copy::CopyRows;
 use super::dialect::{identity_key_of, version_sort_key};
-use super::{PgStore, cache, people, pg_err, rows, sql, stats, text_rows, unstorable};
+use super::{
+    PgStore, boxed, cache, names, people, pg_err, refs, rows, sql, stats, text_rows, unstorable,
+    write,
+};
 use crate::store::shared::{ingested, stream, written_whole};
 use crate::store::{
     Change, IMPORT_ACTOR, RecordStore, RecordStream, StoreError, StoreResult, answer, prepare,
 };
-
-fn decode_err(e: rows::DecodeError) -> StoreError {
-    StoreError::Internal(format!("PostgreSQL answer: {}", e.0))
-}
 
 /// An import of at least this many records refreshes the table's planner statistics.
 const ANALYZE_AFTER: u64 = 10_000;
@@ -75,10 +74,10 @@ impl PgStore {
         staged: bool,
     ) -> StoreResult<bool> {
         if !Self::stores_any(c, team, kind, &round).await? {
-            Self::copy_rows(c, kind, &sql::table(kind), round.rows).await?;
+            Self::copy_rows(c, kind, &names::table(kind), round.rows).await?;
             return Ok(false);
         }
-        let stage = sql::stage_table(kind);
+        let stage = write::stage_table(kind);
         // The write's first staged round makes sure the session has the table (empty: it
         // is emptied at commit); a later one empties it of the round before.
         let prepare = if staged {
@@ -86,22 +85,22 @@ impl PgStore {
         } else {
             format!(
                 "SET LOCAL client_min_messages = warning; {}",
-                sql::create_stage(kind)
+                write::create_stage(kind)
             )
         };
         c.batch_execute(&prepare).await.map_err(pg_err)?;
         let (lo, hi) = round.span();
         Self::copy_rows(c, kind, &stage, round.rows).await?;
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&team];
-        if sql::time_keyed(kind) {
+        if names::time_keyed(kind) {
             params.extend([&lo as &(dyn ToSql + Sync), &hi]);
         }
-        let update = sql::merge_update(kind);
+        let update = write::merge_update(kind);
         let replaced = c.execute(update.as_str(), &params).await.map_err(pg_err)?;
         if replaced == 0 {
             params.clear();
         }
-        let insert = sql::merge_insert(kind, replaced > 0);
+        let insert = write::merge_insert(kind, replaced > 0);
         c.execute(insert.as_str(), &params).await.map_err(pg_err)?;
         Ok(true)
     }
@@ -117,8 +116,8 @@ impl PgStore {
         kind: &'static RecordKind,
         round: &Round,
     ) -> StoreResult<bool> {
-        let probe = sql::stored_any(kind);
-        if !sql::time_keyed(kind) {
+        let probe = write::stored_any(kind);
+        if !names::time_keyed(kind) {
             let keys: Vec<&[u8]> = round.keys.iter().map(|k| &k[..]).collect();
             let row = c
                 .query_one(probe.as_str(), &[&team, &keys])
@@ -128,7 +127,7 @@ impl PgStore {
         }
         let (lo, hi) = round.span();
         let row = c
-            .query_one(sql::stored_span(kind).as_str(), &[&team, &lo, &hi])
+            .query_one(write::stored_span(kind).as_str(), &[&team, &lo, &hi])
             .await
             .map_err(pg_err)?;
         let (Some(from), Some(to)) = (row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1))
@@ -158,7 +157,7 @@ impl PgStore {
         rows: Vec<u8>,
     ) -> StoreResult<()> {
         let sink = c
-            .copy_in(sql::copy_in(kind, table).as_str())
+            .copy_in(write::copy_in(kind, table).as_str())
             .await
             .map_err(pg_err)?;
         futures_util::pin_mut!(sink);
@@ -176,13 +175,13 @@ impl PgStore {
     async fn analyze(&self, kind: &'static RecordKind) {
         let done = match self.client().await {
             Ok(c) => c
-                .batch_execute(&format!("ANALYZE {}", sql::table(kind)))
+                .batch_execute(&format!("ANALYZE {}", names::table(kind)))
                 .await
                 .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
         if let Err(e) = done {
-            tracing::warn!(table = sql::table(kind), error = %e, "ANALYZE after an import failed");
+            tracing::warn!(table = names::table(kind), error = %e, "ANALYZE after an import failed");
         }
     }
 
@@ -266,7 +265,7 @@ impl PgStore {
                 let change = Change::Billing { old, new };
                 super::caps::append_audit(tx, team, key_id, now, &change).await?;
             }
-            tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
+            tx.execute(names::BUMP_META, &[]).await.map_err(pg_err)?;
         } else {
             // Users and groups are team data: they take the team's next change number.
             cache::next_change(tx, team, true).await?;
@@ -388,7 +387,7 @@ pub(super) fn encode(kind: &'static RecordKind, team: &str, seq: i64, round: &[R
     for (i, k) in keys.iter().enumerate() {
         last.insert(*k, i);
     }
-    let time = sql::time_keyed(kind)
+    let time = names::time_keyed(kind)
         .then(|| kind.time.and_then(|t| kind.position(t)))
         .flatten();
     let time_of = |i: usize| {
@@ -405,7 +404,7 @@ pub(super) fn encode(kind: &'static RecordKind, team: &str, seq: i64, round: &[R
         kept.into_iter().map(|i| (time_of(i), keys[i], i)).collect();
     order.sort_unstable();
     let version = kind.position("version");
-    let width = sql::written_columns(kind).len();
+    let width = write::written_columns(kind).len();
     let mut out = CopyRows::new();
     for &(_, _, i) in &order {
         out.row(width);
@@ -504,7 +503,7 @@ impl RecordStore for PgStore {
             left -= rows.len();
             let mut items = Vec::with_capacity(rows.len());
             for r in &rows {
-                let it = rows::item(&outs, r).map_err(decode_err)?;
+                let it = rows::item(&outs, r)?;
                 // Past the bytes of a whole answer: stop at the item that passes them.
                 bytes_left = bytes_left
                     .checked_sub(usage_core::eval::answer::item_bytes(&it))
@@ -536,16 +535,16 @@ impl RecordStore for PgStore {
         if let Some(g) = &plan.group_name {
             Self::group_exists(&c, team, g).await?;
         }
-        let rows = text_rows(
-            &c,
-            &stats::user_page(team, plan.group_name.as_deref(), plan.range),
-        )
-        .await?;
+        let st = stats::user_page(team, plan.group_name.as_deref(), plan.range);
+        let params = boxed(&st.params);
+        let rows = c
+            .query(st.sql.as_str(), &refs(&params))
+            .await
+            .map_err(pg_err)?;
         let users = rows
             .iter()
-            .map(|r| stats::user_row(r))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(decode_err)?;
+            .map(stats::user_row)
+            .collect::<StoreResult<Vec<_>>>()?;
         Ok(UserPageAnalyticsResponse {
             user_table_stats: users,
             error: None,
@@ -570,7 +569,7 @@ impl RecordStore for PgStore {
         let mut results = Vec::with_capacity(plan.queries.len());
         for (source, st) in stats::agent(team, plan) {
             let rows = text_rows(&c, &st).await?;
-            results.push(stats::agent_result(source, &rows).map_err(decode_err)?);
+            results.push(stats::agent_result(source, &rows)?);
         }
         Ok(AgentAnalyticsResponse {
             query_results: results,

@@ -14,11 +14,24 @@ use usage_core::schema::records::RecordType;
 use usage_core::time::{Date, Timestamp};
 use usage_core::wire::{Item, ResponseItem};
 
-use super::sql::{Out, Output};
+use super::expr::{Out, Output};
+use crate::store::StoreError;
 
 /// A decoding failure: the engine returned something the statement cannot produce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeError(pub String);
+
+impl From<tokio_postgres::Error> for DecodeError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        DecodeError(e.to_string())
+    }
+}
+
+impl From<DecodeError> for StoreError {
+    fn from(e: DecodeError) -> Self {
+        StoreError::Internal(format!("PostgreSQL answer: {}", e.0))
+    }
+}
 
 fn int(s: &str) -> Result<i128, DecodeError> {
     s.parse::<i128>()

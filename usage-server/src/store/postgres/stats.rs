@@ -1,8 +1,9 @@
 //! `UserPageAnalytics` and `AgentAnalytics` in SQL (contract sections 4 and 5).
 
+use tokio_postgres::Row;
+use usage_core::eval::stats;
 use usage_core::ident::Ident;
 use usage_core::plan::{AgentPlan, AgentSource, TimeRange};
-use usage_core::schema::TeamStatus;
 use usage_core::schema::records::{self, RecordKind};
 use usage_core::time::{MICROS_PER_DAY, Timestamp};
 use usage_core::wire::{
@@ -11,8 +12,11 @@ use usage_core::wire::{
 };
 
 use super::dialect;
+use super::expr::{Param, Statement};
+use super::names::{READABLE, table};
+use super::people;
 use super::rows::DecodeError;
-use super::sql::{Param, READABLE, Statement, table};
+use crate::store::StoreResult;
 
 struct Params {
     list: Vec<Param>,
@@ -32,19 +36,18 @@ fn time_col(kind: &RecordKind) -> String {
     )
 }
 
-/// The kinds whose records make a user active (contract section 4).
-const ACTIVITY: [&RecordKind; 6] = [
-    &records::AUTOCOMPLETE,
-    &records::CHAT,
-    &records::COMMAND,
-    &records::AGENT_LINES,
-    &records::AGENT_RUNS,
-    &records::AGENT_TOOL_USAGE,
-];
+/// The result column of the latest time of the `i`-th kind of [`records::ACTIVITY`].
+fn last_column(i: usize) -> String {
+    format!("last{i}")
+}
+
+/// The result column of the user's count of active days.
+const ACTIVE_DAYS: &str = "active_days";
 
 /// One statement listing the team's users (or a group's members) ordered by e-mail, with
-/// their activity. Columns (all text): email, name, api_key, team_status, disable_vendor,
-/// signup_time, active_days, last_autocomplete, last_chat, last_agent_run, last_command.
+/// their activity: the user's record in the columns of [`people::user_columns`], the
+/// active days in [`ACTIVE_DAYS`], and per kind of [`records::ACTIVITY`] that feeds a
+/// latest time, that time in [`last_column`]. [`user_row`] reads it back.
 pub fn user_page(team_id: &str, group_name: Option<&str>, range: TimeRange) -> Statement {
     let mut p = Params { list: Vec::new() };
     let team = p.add(Param::Text(team_id.to_string()));
@@ -54,9 +57,12 @@ pub fn user_page(team_id: &str, group_name: Option<&str>, range: TimeRange) -> S
         range.start.map(|s| p.add(Param::Int(s.0))),
         range.end.map(|e| p.add(Param::Int(e.0))),
     );
+    let mut with = Vec::new();
+    let mut cols = Vec::new();
+    let mut joins = String::new();
     // One grouped scan per table (no per-user lookups: the record tables have no index by
     // user, which would cost every write more than it saves here).
-    for kind in ACTIVITY {
+    for (i, (kind, last)) in records::ACTIVITY.iter().enumerate() {
         let t = time_col(kind);
         range_sql.clear();
         if let Some(s) = &start {
@@ -70,38 +76,30 @@ pub fn user_page(team_id: &str, group_name: Option<&str>, range: TimeRange) -> S
             dialect::floor_div(&format!("x.{t}"), MICROS_PER_DAY),
             table(kind)
         ));
+        if last.is_some() {
+            let l = last_column(i);
+            with.push(format!(
+                "{l} AS (SELECT x.api_key, MAX(x.{t}) AS t FROM {} x WHERE x.team_id = {team} AND x.{READABLE} \
+                 GROUP BY x.api_key)",
+                table(kind)
+            ));
+            cols.push(format!("{l}.t AS {l}"));
+            joins.push_str(&format!(" LEFT JOIN {l} ON {l}.api_key = u.api_key"));
+        }
     }
-    let last = [
-        &records::AUTOCOMPLETE,
-        &records::CHAT,
-        &records::AGENT_RUNS,
-        &records::COMMAND,
-    ];
-    let mut with = vec![format!(
-        "active AS (SELECT a.api_key, COUNT(DISTINCT a.day) AS n FROM ({}) a GROUP BY a.api_key)",
-        days.join(" UNION ALL ")
-    )];
-    let mut cols = Vec::new();
-    let mut joins = String::new();
-    for (i, kind) in last.iter().enumerate() {
-        with.push(format!(
-            "last{i} AS (SELECT x.api_key, MAX(x.{}) AS t FROM {} x WHERE x.team_id = {team} AND x.{READABLE} \
-             GROUP BY x.api_key)",
-            time_col(kind),
-            table(kind)
-        ));
-        cols.push(format!("l{i}.t::text"));
-        joins.push_str(&format!(
-            " LEFT JOIN last{i} l{i} ON l{i}.api_key = u.api_key"
-        ));
-    }
+    with.insert(
+        0,
+        format!(
+            "active AS (SELECT a.api_key, COUNT(DISTINCT a.day) AS n FROM ({}) a GROUP BY a.api_key)",
+            days.join(" UNION ALL ")
+        ),
+    );
     let mut sql = format!(
-        "WITH {} SELECT u.email, u.name, u.api_key, u.team_status, u.disable_vendor::text, u.{signup}::text, \
-         COALESCE(a.n, 0)::text, {} FROM users u LEFT JOIN active a ON a.api_key = u.api_key{joins} \
-         WHERE u.team_id = {team}",
+        "WITH {} SELECT {}, COALESCE(a.n, 0) AS {ACTIVE_DAYS}, {} FROM users u \
+         LEFT JOIN active a ON a.api_key = u.api_key{joins} WHERE u.team_id = {team}",
         with.join(", "),
+        people::user_columns("u"),
         cols.join(", "),
-        signup = records::SIGNUP_TIME,
     );
     if let Some(g) = group_name {
         let gp = p.add(Param::Text(g.to_string()));
@@ -117,44 +115,33 @@ pub fn user_page(team_id: &str, group_name: Option<&str>, range: TimeRange) -> S
     }
 }
 
-fn time(s: Option<&str>) -> Result<Option<Timestamp>, DecodeError> {
-    s.map(|s| {
-        s.parse::<i64>()
-            .map(Timestamp)
-            .map_err(|_| DecodeError(format!("`{s}` is not a time")))
-    })
-    .transpose()
-}
-
-/// Decodes a row of [`user_page`].
+/// A row of [`user_page`] as the user's statistics, by the engine's rule
+/// ([`usage_core::eval::stats::user_row`]): the user's record, the active days, and the
+/// latest time of each kind folded into the time it feeds ([`records::LastUse`]).
 ///
 /// # Errors
 /// A column that does not decode.
-pub fn user_row(row: &[Option<String>]) -> Result<UserStats, DecodeError> {
-    let col = |i: usize| row.get(i).and_then(|v| v.as_deref());
-    let auto = time(col(7))?;
-    let chat = time(col(8))?.max(time(col(9))?);
-    let command = time(col(10))?;
-    Ok(UserStats {
-        email: col(0).unwrap_or_default().to_string(),
-        name: col(1).unwrap_or_default().to_string(),
-        api_key: col(2).unwrap_or_default().to_string(),
-        team_status: Ident::Known(
-            col(3)
-                .and_then(<TeamStatus as usage_core::WireEnum>::from_identifier)
-                .unwrap_or(TeamStatus::Approved),
-        ),
-        disable_vendor: matches!(col(4), Some("true")).then_some(true),
-        signup_time: time(col(5))?,
-        active_days: col(6)
-            .unwrap_or("0")
-            .parse()
-            .map_err(|_| DecodeError("active days".into()))?,
-        last_update_time: auto.max(chat).max(command),
-        last_autocomplete_usage_time: auto,
-        last_chat_usage_time: chat,
-        last_command_usage_time: command,
-    })
+pub fn user_row(row: &Row) -> StoreResult<UserStats> {
+    let user = people::user_record(row)?;
+    let active_days: i64 = row.try_get(ACTIVE_DAYS).map_err(DecodeError::from)?;
+    let mut latest: [Option<Timestamp>; 3] = [None; 3];
+    for (i, (_, last)) in records::ACTIVITY.iter().enumerate() {
+        if let Some(last) = last {
+            let t: Option<i64> = row
+                .try_get(last_column(i).as_str())
+                .map_err(DecodeError::from)?;
+            let slot = &mut latest[last.index()];
+            *slot = (*slot).max(t.map(Timestamp));
+        }
+    }
+    let [autocomplete, chat, command] = latest;
+    Ok(stats::user_row(
+        &user,
+        active_days,
+        autocomplete,
+        chat,
+        command,
+    ))
 }
 
 /// The statements of an agent plan, one per query, and the sources they answer.
@@ -221,6 +208,15 @@ pub fn agent(team_id: &str, plan: &AgentPlan) -> Vec<(AgentSource, Statement)> {
             (*q, Statement { sql, params: p.list })
         })
         .collect()
+}
+
+fn time(s: Option<&str>) -> Result<Option<Timestamp>, DecodeError> {
+    s.map(|s| {
+        s.parse::<i64>()
+            .map(Timestamp)
+            .map_err(|_| DecodeError(format!("`{s}` is not a time")))
+    })
+    .transpose()
 }
 
 fn count(s: Option<&str>) -> Result<i64, DecodeError> {

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use usage_core::time::Timestamp;
 
-use super::{PgStore, pg_err, sql};
+use super::{PgStore, names, pg_err};
 use crate::store::shared::{key_info, permissions_text};
 use crate::store::{
     Billing, KeyInfo, KeyRecord, NewTeam, StoreError, StoreResult, Team, TeamStore,
@@ -23,7 +23,7 @@ impl TeamStore for PgStore {
         .map_err(pg_err)?;
         let b = Billing::new(team.plan, team.seats, team.credits_per_seat, now);
         Self::write_billing(&tx, &id, &b).await?;
-        tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
+        tx.execute(names::BUMP_META, &[]).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)?;
         Ok(Team {
             id,
@@ -61,7 +61,7 @@ impl TeamStore for PgStore {
         )
         .await
         .map_err(pg_err)?;
-        tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
+        tx.execute(names::BUMP_META, &[]).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)
     }
 
@@ -90,7 +90,7 @@ impl TeamStore for PgStore {
         if n == 0 {
             return Err(StoreError::UnknownKey(key_id.to_string()));
         }
-        tx.execute(sql::BUMP_META, &[]).await.map_err(pg_err)?;
+        tx.execute(names::BUMP_META, &[]).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)
     }
 }

@@ -263,7 +263,7 @@ async fn identity_keys_are_the_ones_the_database_computes() {
                 format!(
                     "SELECT identity_key, {} FROM {} WHERE team_id = $1",
                     dialect::identity_key(&cols),
-                    sql::table(kind)
+                    names::table(kind)
                 )
                 .as_str(),
                 &[&team],
