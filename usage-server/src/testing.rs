@@ -76,19 +76,33 @@ pub enum TestStore {
     Sqlite,
     /// `postgres://…`, a schema of its own in the test database ([`fresh_postgres`]).
     Postgres,
+    /// `postgres://…` on the coordinator of a Citus cluster: a schema of its own in the
+    /// Citus test database ([`fresh_citus`]), whose tables the store distributes itself.
+    Citus,
 }
 
 impl TestStore {
     /// Every kind, in this order.
-    pub const EVERY: [TestStore; 3] = [TestStore::Memory, TestStore::Sqlite, TestStore::Postgres];
+    pub const EVERY: [TestStore; 4] = [
+        TestStore::Memory,
+        TestStore::Sqlite,
+        TestStore::Postgres,
+        TestStore::Citus,
+    ];
 
-    /// `memory`, `sqlite` or `postgres`.
+    /// `memory`, `sqlite`, `postgres` or `citus`.
     pub fn name(self) -> &'static str {
         match self {
             TestStore::Memory => "memory",
             TestStore::Sqlite => "sqlite",
             TestStore::Postgres => "postgres",
+            TestStore::Citus => "citus",
         }
+    }
+
+    /// Whether the store is the PostgreSQL store (on plain PostgreSQL or on Citus).
+    pub fn is_postgres(self) -> bool {
+        matches!(self, TestStore::Postgres | TestStore::Citus)
     }
 
     /// Whether the store keeps its data when closed.
@@ -99,12 +113,13 @@ impl TestStore {
     /// The `--store` value of a new, empty store of this kind; a SQLite file goes in `dir`.
     ///
     /// # Panics
-    /// [`TestStore::Postgres`] when the test database is down.
+    /// [`TestStore::Postgres`] and [`TestStore::Citus`] when their test database is down.
     pub fn fresh_spec(self, dir: &Path) -> String {
         match self {
             TestStore::Memory => "memory:".to_string(),
             TestStore::Sqlite => format!("sqlite:{}", dir.join("usage.db").display()),
             TestStore::Postgres => fresh_postgres(),
+            TestStore::Citus => fresh_citus(),
         }
     }
 }
@@ -193,9 +208,24 @@ pub fn postgres_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
-/// Runs `f` with a client of the test database, on a thread of its own (callers may be
+/// The URL of the Citus test database, on the coordinator of the local cluster of
+/// `../shared/citus` (`cluster.sh start`, then `cluster.sh createdb usage_test`, which
+/// `.ci/run` does): 127.0.0.1:5440, database `usage_test`; the environment variable
+/// `USAGE_TEST_CITUS` overrides it.
+pub fn citus_url() -> String {
+    std::env::var("USAGE_TEST_CITUS")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5440/usage_test".into())
+}
+
+/// The session options every test on Citus adds to its store URL: a statement that would
+/// run on more than one shard fails, so a test on Citus fails unless each statement of a
+/// team runs on the team's shard alone.
+pub const CITUS_TEST_OPTIONS: &str = "%20-ccitus.multi_task_query_log_level%3Derror";
+
+/// Runs `f` with a client of the database at `url`, on a thread of its own (callers may be
 /// inside a runtime).
-fn with_postgres<T: Send + 'static>(
+fn with_database<T: Send + 'static>(
+    url: String,
     f: impl FnOnce(
         tokio_postgres::Client,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>
@@ -208,20 +238,17 @@ fn with_postgres<T: Send + 'static>(
             .build()
             .expect("runtime");
         rt.block_on(async {
-            let (c, conn) = tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
+            let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
                 .await
                 .unwrap_or_else(|e| {
-                    panic!(
-                        "PostgreSQL at {} is required for these tests: {e}",
-                        postgres_url()
-                    )
+                    panic!("the test database {url} is required for these tests: {e}")
                 });
             tokio::spawn(conn);
             f(c).await
         })
     })
     .join()
-    .expect("PostgreSQL setup")
+    .expect("test database setup")
 }
 
 /// The `postgres://` store spec of a new, empty schema `it_<pid>_<n>` of the test database
@@ -231,6 +258,21 @@ fn with_postgres<T: Send + 'static>(
 /// # Panics
 /// When the test database is down: a test that needs it fails, never skips.
 pub fn fresh_postgres() -> String {
+    fresh_schema(postgres_url())
+}
+
+/// The `postgres://` store spec of a new, empty schema of the Citus test database
+/// ([`citus_url`]), as [`fresh_postgres`], with [`CITUS_TEST_OPTIONS`].
+///
+/// # Panics
+/// When the Citus cluster is down or has no test database: a test that needs it fails,
+/// never skips.
+pub fn fresh_citus() -> String {
+    format!("{}{CITUS_TEST_OPTIONS}", fresh_schema(citus_url()))
+}
+
+/// A new, empty schema `it_<pid>_<n>` of the database at `base`, as a store spec.
+fn fresh_schema(base: String) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     let name = format!(
         "it_{}_{}",
@@ -238,7 +280,7 @@ pub fn fresh_postgres() -> String {
         N.fetch_add(1, Ordering::Relaxed)
     );
     let create = name.clone();
-    with_postgres(move |c| {
+    with_database(base.clone(), move |c| {
         Box::pin(async move {
             let rows = c
                 .query(
@@ -261,5 +303,5 @@ pub fn fresh_postgres() -> String {
                 .expect("create schema");
         })
     });
-    format!("{}?options=-csearch_path%3D{name}", postgres_url())
+    format!("{base}?options=-csearch_path%3D{name}")
 }

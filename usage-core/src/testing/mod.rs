@@ -7,6 +7,7 @@
 //! plans. The oracle they are compared with, [`crate::eval::reference`], is compiled with
 //! this feature too.
 
+pub mod bench;
 pub mod compare;
 pub mod data;
 pub mod query;

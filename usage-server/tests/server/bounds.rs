@@ -305,7 +305,7 @@ async fn a_slow_reader_gets_the_whole_export() {
 }
 
 /// The v2 answer is computed once for all its pages, and anew after a write of the team
-/// (the stores with a change counter: SQLite and PostgreSQL).
+/// (the stores with a change counter: SQLite and PostgreSQL, on Citus too).
 #[tokio::test]
 async fn v2_pages_are_computed_once_per_answer_sqlite() {
     v2_pages_are_computed_once_per_answer(TestStore::Sqlite).await;
@@ -314,6 +314,11 @@ async fn v2_pages_are_computed_once_per_answer_sqlite() {
 #[tokio::test]
 async fn v2_pages_are_computed_once_per_answer_postgres() {
     v2_pages_are_computed_once_per_answer(TestStore::Postgres).await;
+}
+
+#[tokio::test]
+async fn v2_pages_are_computed_once_per_answer_citus() {
+    v2_pages_are_computed_once_per_answer(TestStore::Citus).await;
 }
 
 async fn v2_pages_are_computed_once_per_answer(kind: TestStore) {

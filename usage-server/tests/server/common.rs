@@ -15,7 +15,8 @@ use usage_server::store::Store;
 pub use usage_server::testing::{ALL, TestServer, TestStore, add_team, fast_config, make_key};
 
 /// Declares one test per store for the test function `$name(store: TestStore)` (async
-/// unless `sync`): `$name::memory`, `$name::sqlite` and `$name::postgres`, so a failure
+/// unless `sync`): `$name::memory`, `$name::sqlite`, `$name::postgres` and `$name::citus`
+/// (the PostgreSQL store on a Citus cluster), so a failure
 /// names its store. Arguments after the name go to `#[tokio::test(...)]`.
 macro_rules! on_every_store {
     (sync $name:ident) => {
@@ -36,6 +37,11 @@ macro_rules! on_every_store {
             fn postgres() {
                 super::$name(TestStore::Postgres)
             }
+
+            #[test]
+            fn citus() {
+                super::$name(TestStore::Citus)
+            }
         }
     };
     ($name:ident $(, $($arg:tt)+)?) => {
@@ -55,6 +61,11 @@ macro_rules! on_every_store {
             #[tokio::test$(($($arg)+))?]
             async fn postgres() {
                 super::$name(TestStore::Postgres).await
+            }
+
+            #[tokio::test$(($($arg)+))?]
+            async fn citus() {
+                super::$name(TestStore::Citus).await
             }
         }
     };

@@ -1,4 +1,5 @@
-//! Kill -9 tests of the embedded store (issue 15): SIGKILL during `import`, during
+//! Kill -9 tests of the embedded store, and of the PostgreSQL store on Citus (the server
+//! killed): SIGKILL during `import`, during
 //! `Ingest`, and during compaction, 20 rounds each at random moments. After every kill the
 //! store must open (`check` exits 0 and prints nothing), a server started on it must hold
 //! every acknowledged write and every write in flight whole or not at all, and after the
@@ -23,7 +24,7 @@ use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
 use usage_core::time::{MICROS_PER_HOUR, Timestamp};
 
-use crate::process::{Fixture, Server, admin, cmd, fixture, ok};
+use crate::process::{Fixture, Server, admin, cmd, fixture, fixture_on, ok};
 
 const ROUNDS: usize = 20;
 
@@ -392,9 +393,27 @@ async fn same_as_fresh_load(server: &Server, key: &str, model: &Model, seed: u64
     );
 }
 
+/// A team and a key on a fresh PostgreSQL store on the Citus cluster.
+fn citus_fixture() -> Fixture {
+    fixture_on(
+        tempfile::tempdir().unwrap(),
+        usage_server::testing::fresh_citus(),
+    )
+}
+
 #[tokio::test]
 async fn kill9_during_import_applies_the_whole_file_or_nothing() {
-    const LINES: usize = 100_000;
+    kill9_during_import(fixture, 100_000).await;
+}
+
+/// The same on the PostgreSQL store on Citus (the server killed, not the database), with
+/// smaller files.
+#[tokio::test]
+async fn kill9_during_import_on_citus_applies_the_whole_file_or_nothing() {
+    kill9_during_import(citus_fixture, 20_000).await;
+}
+
+async fn kill9_during_import(fixture: fn() -> Fixture, lines: usize) {
     const USERS: u64 = 200;
     let (mut rng, seed) = Rng::seeded("kill9_during_import");
     let f = fixture();
@@ -405,12 +424,12 @@ async fn kill9_during_import_applies_the_whole_file_or_nothing() {
     let mut duration = {
         let scratch = fixture();
         let file = dir.join("measure.jsonl");
-        std::fs::write(&file, jsonl(&new_records(&mut rng, LINES, 0, USERS))).unwrap();
+        std::fs::write(&file, jsonl(&new_records(&mut rng, lines, 0, USERS))).unwrap();
         let t = Instant::now();
         ok(&scratch.store, &import_args(&scratch, &file));
         t.elapsed()
     };
-    eprintln!("an import of {LINES} lines takes {duration:?}");
+    eprintln!("an import of {lines} lines takes {duration:?}");
 
     let mut model = Model::default();
     let mut ids: Vec<Id> = Vec::new();
@@ -418,8 +437,8 @@ async fn kill9_during_import_applies_the_whole_file_or_nothing() {
     for round in 0..ROUNDS {
         let ctx = format!("seed {seed}, round {round}");
         let ver = round as u32 + 1;
-        let mut recs = replacing(&mut rng, &ids, LINES / 4);
-        let fresh = new_records(&mut rng, LINES - recs.len(), ver, USERS);
+        let mut recs = replacing(&mut rng, &ids, lines / 4);
+        let fresh = new_records(&mut rng, lines - recs.len(), ver, USERS);
         recs.extend(fresh.iter().copied());
         let file = dir.join(format!("round{round}.jsonl"));
         std::fs::write(&file, jsonl(&recs)).unwrap();
@@ -540,7 +559,7 @@ const SENDERS: usize = 4;
 const INGEST_USERS: u64 = 40;
 
 impl Ingests {
-    fn new(test: &str) -> (Ingests, Rng) {
+    fn new(test: &str, fixture: fn() -> Fixture) -> (Ingests, Rng) {
         let (rng, seed) = Rng::seeded(test);
         let ingests = Ingests {
             f: fixture(),
@@ -675,7 +694,17 @@ impl Ingests {
 
 #[tokio::test]
 async fn kill9_during_ingest_keeps_every_acknowledged_batch_whole() {
-    let (mut t, mut rng) = Ingests::new("kill9_during_ingest");
+    kill9_during_ingest(fixture).await;
+}
+
+/// The same on the PostgreSQL store on Citus (the server killed, not the database).
+#[tokio::test]
+async fn kill9_during_ingest_on_citus_keeps_every_acknowledged_batch_whole() {
+    kill9_during_ingest(citus_fixture).await;
+}
+
+async fn kill9_during_ingest(fixture: fn() -> Fixture) {
+    let (mut t, mut rng) = Ingests::new("kill9_during_ingest", fixture);
     let mut senders = Vec::new();
     let mut writes = 0;
     for round in 0..ROUNDS {
@@ -724,7 +753,7 @@ fn stored_log(store: &str, team: &str) -> (usize, Option<i64>) {
 #[tokio::test]
 async fn kill9_during_compaction_loses_nothing() {
     const BASE_ROWS: usize = 250_000;
-    let (mut t, mut rng) = Ingests::new("kill9_during_compaction");
+    let (mut t, mut rng) = Ingests::new("kill9_during_compaction", fixture);
     // A large segment, so that each fold takes a while; its identities are split among
     // the senders, which replace some.
     let base = new_records(&mut rng, BASE_ROWS, 0, 200);

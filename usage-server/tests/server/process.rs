@@ -428,7 +428,16 @@ async fn two_servers_share_one_sqlite_store() {
 
 #[tokio::test]
 async fn two_servers_share_one_postgres_database() {
-    let store = usage_server::testing::fresh_postgres();
+    two_servers_share_one_database(usage_server::testing::fresh_postgres()).await;
+}
+
+/// The same on the Citus cluster: the servers meet on the coordinator.
+#[tokio::test]
+async fn two_servers_share_one_citus_database() {
+    two_servers_share_one_database(usage_server::testing::fresh_citus()).await;
+}
+
+async fn two_servers_share_one_database(store: String) {
     // `migrate` on a fresh database applies the migrations once.
     assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 6}));
     assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 0}));
@@ -701,7 +710,17 @@ async fn sqlite_rows_of_the_wrong_storage_type_are_left_out_counted_and_listed()
 
 #[tokio::test]
 async fn unreadable_postgres_rows_are_left_out_counted_and_listed() {
-    let store = usage_server::testing::fresh_postgres();
+    unreadable_postgres_rows(usage_server::testing::fresh_postgres()).await;
+}
+
+/// The same on the Citus cluster: the rows are edited on the team's worker through the
+/// coordinator.
+#[tokio::test]
+async fn unreadable_citus_rows_are_left_out_counted_and_listed() {
+    unreadable_postgres_rows(usage_server::testing::fresh_citus()).await;
+}
+
+async fn unreadable_postgres_rows(store: String) {
     let f = fixture_on(tempfile::tempdir().unwrap(), store);
     let reasons = unreadable_rows_are_left_out_counted_and_listed(f, async |store: &str, team: &str| {
         let (c, conn) = tokio_postgres::connect(store, tokio_postgres::NoTls).await.unwrap();
@@ -738,10 +757,17 @@ async fn unreadable_postgres_rows_are_left_out_counted_and_listed() {
 /// a burst of 3 is 3 answers across both, then 429 with `Retry-After` from either.
 #[tokio::test]
 async fn two_postgres_servers_share_one_rate_limit() {
-    let f = fixture_on(
-        tempfile::tempdir().unwrap(),
-        usage_server::testing::fresh_postgres(),
-    );
+    two_servers_share_one_rate_limit(usage_server::testing::fresh_postgres()).await;
+}
+
+/// The same on the Citus cluster: the bucket is a row of a distributed table.
+#[tokio::test]
+async fn two_citus_servers_share_one_rate_limit() {
+    two_servers_share_one_rate_limit(usage_server::testing::fresh_citus()).await;
+}
+
+async fn two_servers_share_one_rate_limit(store: String) {
+    let f = fixture_on(tempfile::tempdir().unwrap(), store);
     let limits = ["--rate-burst", "3", "--rate-per-minute", "1"];
     let a = Server::start(&f.store, &limits, &f.log);
     let b = Server::start(&f.store, &limits, &f.log);

@@ -15,7 +15,8 @@ struct Shared {
 
 /// One server per store, shared by the cases of both properties on that store.
 fn shared(kind: TestStore) -> &'static Shared {
-    static SHARED: [OnceLock<Shared>; 3] = [const { OnceLock::new() }; 3];
+    static SHARED: [OnceLock<Shared>; TestStore::EVERY.len()] =
+        [const { OnceLock::new() }; TestStore::EVERY.len()];
     SHARED[kind as usize].get_or_init(|| {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

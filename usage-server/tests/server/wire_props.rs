@@ -51,7 +51,8 @@ struct Shared {
 /// valid request has been sent once, so that sending one again (`UsageConfig`, `Ingest`)
 /// changes nothing and answers as before.
 fn shared(kind: TestStore) -> &'static Shared {
-    static SHARED: [OnceLock<Shared>; 3] = [const { OnceLock::new() }; 3];
+    static SHARED: [OnceLock<Shared>; TestStore::EVERY.len()] =
+        [const { OnceLock::new() }; TestStore::EVERY.len()];
     SHARED[kind as usize].get_or_init(|| {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

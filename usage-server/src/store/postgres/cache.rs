@@ -35,7 +35,7 @@ use usage_core::eval::segment::{Segment, SegmentBuilder};
 use usage_core::load::{Batch, Record};
 use usage_core::schema::records::{self, RecordKind, RecordType};
 
-use super::{names, people, pg_err, pool_err, rows};
+use super::{dialect, names, people, pg_err, pool_err, rows};
 use crate::store::shared::INLINE_ROWS;
 use crate::store::{StoreError, StoreResult};
 
@@ -274,6 +274,7 @@ fn record(kind: &'static RecordKind, row: &BinaryCopyOutRow) -> Result<Record, S
 /// dropped, leaving the connection clean).
 async fn copy_kind(
     tx: &Transaction<'_>,
+    team: &str,
     kind: &'static RecordKind,
     after: Option<i64>,
     budget: usize,
@@ -286,9 +287,12 @@ async fn copy_kind(
     let newer = after.map_or(String::new(), |a| {
         format!(" AND {} > {a}", names::CHANGE_SEQ)
     });
-    // COPY takes no parameters: the team is the transaction's setting `usage.team`.
+    // COPY takes no parameters: the team is a literal, so that Citus routes the statement
+    // to the team's shard (a setting read by `current_setting` is the coordinator's).
+    let team = dialect::text_literal(team)
+        .ok_or_else(|| StoreError::Internal("a team id holds U+0000".into()))?;
     let statement = format!(
-        "COPY (SELECT {} FROM {} WHERE team_id = current_setting('usage.team') AND {}{newer}) \
+        "COPY (SELECT {} FROM {} WHERE team_id = {team} AND {}{newer}) \
          TO STDOUT (FORMAT binary)",
         cols.join(", "),
         names::table(kind),
@@ -334,23 +338,14 @@ async fn copy_kind(
         .map_err(StoreError::Internal)
 }
 
-/// A read-only `REPEATABLE READ` transaction (one snapshot for a position and its rows)
-/// whose setting `usage.team` names the team for [`copy_kind`].
-async fn snapshot<'a>(
-    c: &'a mut deadpool_postgres::Object,
-    team: &str,
-) -> StoreResult<Transaction<'a>> {
-    let tx = c
-        .build_transaction()
+/// A read-only `REPEATABLE READ` transaction: one snapshot for a position and its rows.
+async fn snapshot<'a>(c: &'a mut deadpool_postgres::Object) -> StoreResult<Transaction<'a>> {
+    c.build_transaction()
         .isolation_level(IsolationLevel::RepeatableRead)
         .read_only(true)
         .start()
         .await
-        .map_err(pg_err)?;
-    tx.execute("SELECT set_config('usage.team', $1, true)", &[&team])
-        .await
-        .map_err(pg_err)?;
-    Ok(tx)
+        .map_err(pg_err)
 }
 
 /// The heap bytes a team's data is counted as.
@@ -540,7 +535,7 @@ impl Cache {
     /// fit the budget.
     async fn read_team(&self, team: &str) -> StoreResult<Option<(TeamData, Position)>> {
         let mut c = self.pool.get().await.map_err(pool_err)?;
-        let tx = snapshot(&mut c, team).await?;
+        let tx = snapshot(&mut c).await?;
         let at = position(&tx, team).await?;
         let mut data = people::load(&tx, team).await?;
         for kind in records::USAGE
@@ -549,7 +544,7 @@ impl Cache {
             .filter(|k| names::has_table(k))
         {
             let room = self.config.bytes.saturating_sub(data.usage_heap_bytes());
-            match copy_kind(&tx, kind, None, room).await? {
+            match copy_kind(&tx, team, kind, None, room).await? {
                 Some(seg) if seg.rows() > 0 => data.install(seg),
                 Some(_) => {}
                 None => return Ok(None),
@@ -567,7 +562,7 @@ impl Cache {
         let told = h.told.load(Ordering::SeqCst);
         let began = self.millis();
         let mut c = self.pool.get().await.map_err(pool_err)?;
-        let tx = snapshot(&mut c, team).await?;
+        let tx = snapshot(&mut c).await?;
         let now = position(&tx, team).await?;
         if now == *at {
             tx.commit().await.map_err(pg_err)?;
@@ -587,7 +582,7 @@ impl Cache {
                 .copied()
                 .filter(|k| names::has_table(k))
             {
-                if let Some(seg) = copy_kind(&tx, kind, Some(at.seq), usize::MAX).await?
+                if let Some(seg) = copy_kind(&tx, team, kind, Some(at.seq), usize::MAX).await?
                     && seg.rows() > 0
                 {
                     segments.push(seg);

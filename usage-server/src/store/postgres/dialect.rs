@@ -10,6 +10,13 @@ pub fn placeholder(n: usize) -> String {
     format!("${n}")
 }
 
+/// A text value as a SQL literal, for the statements that take no parameters (`COPY`):
+/// the escape-string form, whose meaning does not depend on
+/// `standard_conforming_strings`. `None` for text holding U+0000, which SQL text cannot.
+pub fn text_literal(s: &str) -> Option<String> {
+    (!s.contains('\0')).then(|| format!("E'{}'", s.replace('\\', "\\\\").replace('\'', "\\'")))
+}
+
 /// `expr` compared bytewise (UTF-8 byte order).
 pub fn bytewise(expr: &str) -> String {
     format!("({expr}) COLLATE \"C\"")

@@ -33,6 +33,8 @@ pub mod cache;
 #[cfg(test)]
 mod cache_tests;
 mod caps;
+#[cfg(test)]
+mod citus_tests;
 mod copy;
 mod dialect;
 mod expr;
@@ -130,6 +132,9 @@ pub struct PgStore {
     cache: std::sync::Arc<cache::Cache>,
     closed: AtomicBool,
     applied_at_open: u32,
+    /// Whether the database has the `citus` extension (its tables are Citus tables):
+    /// found by the migrations.
+    citus: AtomicBool,
     /// The unreadable rows found by the last scan (contract section 11).
     unreadable: Unreadable,
 }
@@ -182,6 +187,23 @@ impl PgStore {
     /// # Errors
     /// As [`PgStore::open`].
     pub async fn open_with(url: &str, cache: cache::CacheConfig) -> StoreResult<PgStore> {
+        let mut s = PgStore::connect(url, cache)?;
+        s.applied_at_open = s.apply_migrations().await?;
+        Ok(s)
+    }
+
+    /// The store at `url` migrated as on plain PostgreSQL, its tables left local on a
+    /// Citus coordinator: a store made before the extension came.
+    #[cfg(test)]
+    pub(super) async fn open_undistributed(url: &str) -> StoreResult<PgStore> {
+        let mut s = PgStore::connect(url, cache::CacheConfig::OFF)?;
+        s.applied_at_open = s.migrate_schema(false).await?;
+        Ok(s)
+    }
+
+    /// The store's pool of connections to `url`, with the session settings; nothing is
+    /// sent to the database yet.
+    fn connect(url: &str, cache: cache::CacheConfig) -> StoreResult<PgStore> {
         let mut cfg = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Unavailable(format!("PostgreSQL URL: {e}")))?;
         let mut options = cfg.get_options().unwrap_or_default().to_string();
@@ -202,15 +224,14 @@ impl PgStore {
             .max_size(8)
             .build()
             .map_err(|e| StoreError::Internal(format!("PostgreSQL pool: {e}")))?;
-        let mut s = PgStore {
+        Ok(PgStore {
             cache: cache::Cache::new(cache, pool.clone(), &cfg),
             pool,
             closed: AtomicBool::new(false),
             applied_at_open: 0,
+            citus: AtomicBool::new(false),
             unreadable: Unreadable::default(),
-        };
-        s.applied_at_open = s.apply_migrations().await?;
-        Ok(s)
+        })
     }
 
     async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
@@ -332,15 +353,19 @@ impl Store for PgStore {
     /// of every team's rows would read them all.
     async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>> {
         let c = self.client().await?;
-        let rows = c
-            .query(
+        let live: std::collections::HashMap<String, i64> = if self.citus.load(Ordering::Relaxed) {
+            schema::citus_live_rows(&c).await?
+        } else {
+            c.query(
                 "SELECT relname::text, n_live_tup FROM pg_stat_user_tables WHERE schemaname = current_schema()",
                 &[],
             )
             .await
-            .map_err(pg_err)?;
-        let live: std::collections::HashMap<String, i64> =
-            rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+            .map_err(pg_err)?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+        };
         Ok(usage_core::eval::TeamData::segment_kinds()
             .map(|k| {
                 let table = if names::has_table(k) {
@@ -374,7 +399,9 @@ impl PgStore {
     /// One token of the key's bucket in `rate_buckets`, in one statement: the bucket is
     /// refilled by the time since its last use on the database's clock (instances' clocks
     /// may differ), then one token is taken if one is there. Concurrent requests of any
-    /// instance serialize on the bucket's row.
+    /// instance serialize on the bucket's row. The clock is read once, in the inserted
+    /// row, and the update reads it from there (`EXCLUDED.at`): Citus evaluates a
+    /// function of the inserted values on the coordinator, and refuses any in the update.
     async fn take_token_now(
         &self,
         team: &str,
@@ -384,14 +411,14 @@ impl PgStore {
         const NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
         let burst = f64::from(rate.burst.max(1));
         let per_micro = f64::from(rate.per_minute) / 60e6;
-        let avail = format!("LEAST($3::float8, b.tokens + GREATEST({NOW} - b.at, 0) * $4::float8)");
+        let avail = "LEAST($3::float8, b.tokens + GREATEST(EXCLUDED.at - b.at, 0) * $4::float8)";
         let statement = format!(
             "INSERT INTO rate_buckets AS b (team_id, key_id, tokens, at, granted) \
              VALUES ($1, $2, $3::float8 - 1, {NOW}, TRUE) \
              ON CONFLICT (team_id, key_id) DO UPDATE SET \
              granted = {avail} >= 1, \
              tokens = {avail} - CASE WHEN {avail} >= 1 THEN 1 ELSE 0 END, \
-             at = GREATEST(b.at, {NOW}) \
+             at = GREATEST(b.at, EXCLUDED.at) \
              RETURNING granted, tokens"
         );
         let c = self.client().await?;

@@ -51,3 +51,13 @@ pub const META_CHANGES: &str = "meta_changes";
 
 /// The statement that bumps [`META_CHANGES`], in the transaction of a metadata write.
 pub const BUMP_META: &str = "UPDATE meta_changes SET version = version + 1 WHERE id = 1";
+
+/// The columns of a record table's primary key (migration 6).
+pub fn primary_key(kind: &RecordKind) -> Vec<String> {
+    let mut key = vec!["team_id".to_string()];
+    if time_keyed(kind) {
+        key.push(quote(kind.time.expect("a time-keyed kind has a time")));
+    }
+    key.push(IDENTITY_KEY.to_string());
+    key
+}

@@ -126,15 +126,16 @@ impl Table {
     }
 
     /// The result columns of a record of the table aliased `t`, one per field, named after
-    /// it (a user's group ids from the memberships).
-    fn columns_of(&self, t: &str) -> String {
+    /// it (a user's group ids from the memberships of the team `team`, an expression: the
+    /// team as a parameter, so that Citus routes the subquery with the rest).
+    fn columns_of(&self, t: &str, team: &str) -> String {
         let cols: Vec<String> = self
             .kind
             .fields
             .iter()
             .map(|f| match f.ty {
                 RecordType::GroupIds => format!(
-                    "ARRAY(SELECT m.{g} FROM {MEMBERSHIPS} m WHERE m.team_id = {t}.team_id AND {} ORDER BY m.{g}) AS \"{}\"",
+                    "ARRAY(SELECT m.{g} FROM {MEMBERSHIPS} m WHERE m.team_id = {team} AND {} ORDER BY m.{g}) AS \"{}\"",
                     self.kind
                         .identity
                         .iter()
@@ -154,7 +155,7 @@ impl Table {
     fn select(&self) -> String {
         format!(
             "SELECT {} FROM {} t WHERE t.team_id = $1",
-            self.columns_of("t"),
+            self.columns_of("t", "$1"),
             self.name()
         )
     }
@@ -210,10 +211,10 @@ fn field(f: &RecordField, row: &Row) -> Result<FieldValue, tokio_postgres::Error
     super::rows::field_value(f.ty, row, f.name)
 }
 
-/// The result columns of a user of the `users` table aliased `t`, named after the fields,
-/// which [`user_record`] reads back.
-pub(super) fn user_columns(t: &str) -> String {
-    USERS.columns_of(t)
+/// The result columns of a user of the `users` table aliased `t` of the team `team` (an
+/// expression), named after the fields, which [`user_record`] reads back.
+pub(super) fn user_columns(t: &str, team: &str) -> String {
+    USERS.columns_of(t, team)
 }
 
 /// A row holding [`user_columns`] as the user's record.
@@ -222,7 +223,6 @@ pub(super) fn user_record(row: &Row) -> StoreResult<Record> {
 }
 
 /// The names of the users, groups and memberships tables, in that order.
-#[cfg(test)]
 pub(super) fn table_names() -> [&'static str; 3] {
     [USERS.name(), GROUPS.name(), MEMBERSHIPS]
 }
@@ -358,7 +358,7 @@ mod tests {
         assert_eq!(
             USERS.select(),
             "SELECT t.email, t.name, t.api_key, t.team_status, t.disable_vendor, \
-             ARRAY(SELECT m.group_id FROM user_groups m WHERE m.team_id = t.team_id AND m.email = t.email ORDER BY m.group_id) AS \"groups\", \
+             ARRAY(SELECT m.group_id FROM user_groups m WHERE m.team_id = $1 AND m.email = t.email ORDER BY m.group_id) AS \"groups\", \
              t.signup_time FROM users t WHERE t.team_id = $1"
         );
         assert_eq!(

@@ -97,11 +97,8 @@ impl PgStore {
         }
         let update = write::merge_update(kind);
         let replaced = c.execute(update.as_str(), &params).await.map_err(pg_err)?;
-        if replaced == 0 {
-            params.clear();
-        }
         let insert = write::merge_insert(kind, replaced > 0);
-        c.execute(insert.as_str(), &params).await.map_err(pg_err)?;
+        c.execute(insert.as_str(), &[]).await.map_err(pg_err)?;
         Ok(true)
     }
 

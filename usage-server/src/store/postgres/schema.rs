@@ -1,4 +1,5 @@
-//! The PostgreSQL schema: its migrations, applied at open under an advisory lock.
+//! The PostgreSQL schema: its migrations, applied at open under an advisory lock, and on a
+//! database with the `citus` extension the calls that make every table a Citus table.
 
 use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR, Timestamp};
 
@@ -6,56 +7,119 @@ use usage_core::schema::records::{KINDS, RecordField, RecordKind, RecordType};
 
 use super::dialect;
 use super::names::{
-    CHANGE_SEQ, IDENTITY_KEY, META_CHANGES, READABLE, TEAM_CHANGES, has_table, quote, table,
-    time_keyed,
+    CHANGE_SEQ, IDENTITY_KEY, META_CHANGES, READABLE, TEAM_CHANGES, has_table, primary_key, quote,
+    table, time_keyed,
 };
 use super::{PgStore, pg_err};
 use crate::store::StoreResult;
+use std::sync::atomic::Ordering;
 
-/// The small lookup tables every node may hold whole (Citus reference tables): a key is
-/// found by its hash before its team is known. (The table lists and the Citus statements
-/// feed docs/citus.md and the test of the schema's keys; the store itself never needs them.)
-#[cfg(test)]
-pub const REFERENCE_TABLES: &[&str] = &["teams", "keys", META_CHANGES];
+/// The table of the migrations applied, one row each.
+const MIGRATIONS: &str = "schema_migrations";
+
+/// The small tables every node holds whole (Citus reference tables): a key is found by its
+/// hash before its team is known; the metadata counter; the migrations applied.
+pub const REFERENCE_TABLES: &[&str] = &["teams", "keys", META_CHANGES, MIGRATIONS];
 
 /// Every table whose primary key starts with `team_id` (Citus distributed tables,
 /// co-located by `team_id`), the first one the others are co-located with.
-#[cfg(test)]
 pub fn team_tables() -> Vec<String> {
     let mut out: Vec<String> = ["billing", "caps", "audit", "rate_buckets", TEAM_CHANGES]
         .map(String::from)
         .to_vec();
     out.extend(super::people::table_names().map(String::from));
-    out.extend(
-        usage_core::schema::records::KINDS
-            .iter()
-            .filter(|k| has_table(k))
-            .map(|k| table(k)),
-    );
+    out.extend(KINDS.iter().filter(|k| has_table(k)).map(|k| table(k)));
     out
 }
 
-/// The statements that distribute the schema on Citus, after the store's migrations ran
-/// on the coordinator: the reference tables, then every team table co-located with the
-/// first. `schema_migrations` stays a local table of the coordinator.
-#[cfg(test)]
-pub fn citus_statements() -> Vec<String> {
-    let mut out: Vec<String> = REFERENCE_TABLES
+/// Each table of the store with the call that makes it a Citus table: the reference tables
+/// first, then every team table co-located with the first (docs/citus.md shows them).
+pub fn citus_statements() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = REFERENCE_TABLES
         .iter()
-        .map(|t| format!("SELECT create_reference_table('{t}');"))
+        .map(|t| {
+            (
+                t.to_string(),
+                format!("SELECT create_reference_table('{t}');"),
+            )
+        })
         .collect();
     let teams = team_tables();
     for (i, t) in teams.iter().enumerate() {
-        out.push(if i == 0 {
+        let call = if i == 0 {
             format!("SELECT create_distributed_table('{t}', 'team_id');")
         } else {
             format!(
                 "SELECT create_distributed_table('{t}', 'team_id', colocate_with => '{}');",
                 teams[0]
             )
-        });
+        };
+        out.push((t.clone(), call));
     }
     out
+}
+
+/// Whether the database has the `citus` extension.
+async fn has_citus(c: &tokio_postgres::Transaction<'_>) -> StoreResult<bool> {
+    Ok(c.query_one(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
+        &[],
+    )
+    .await
+    .map_err(pg_err)?
+    .get(0))
+}
+
+/// The live rows of each distributed table of the store on Citus, by table name: the sum
+/// of its shards' counts on the workers (the coordinator holds no rows of them). An admin
+/// read across teams, for `/metrics`.
+pub(super) async fn citus_live_rows(
+    c: &tokio_postgres::Client,
+) -> StoreResult<std::collections::HashMap<String, i64>> {
+    let mut out = std::collections::HashMap::new();
+    for table in team_tables() {
+        let n: i64 = c
+            .query_one(
+                "SELECT COALESCE(SUM(result::bigint), 0)::bigint FROM run_command_on_shards($1::text::regclass, \
+                 $$SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = '%s'::regclass$$) WHERE success",
+                &[&table],
+            )
+            .await
+            .map_err(pg_err)?
+            .get(0);
+        out.insert(table, n);
+    }
+    Ok(out)
+}
+
+/// On a database with the `citus` extension, makes every table of the store that is not yet
+/// a reference or distributed table one ([`citus_statements`]), in the migrations'
+/// transaction: all of them on a new store, none once done, and the tables of a store
+/// that was plain PostgreSQL when the extension came (Citus moves their rows into the
+/// shards). Returns how many it made; on plain PostgreSQL, none.
+async fn distribute(tx: &tokio_postgres::Transaction<'_>) -> StoreResult<usize> {
+    if !has_citus(tx).await? {
+        return Ok(0);
+    }
+    let mut made = 0;
+    for (table, call) in citus_statements() {
+        // A table Citus made a local table of its metadata (one that references a
+        // reference table) is neither: it is distributed as well.
+        let done: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1) \
+                 AND (partmethod = 'h' OR repmodel = 't'))",
+                &[&table],
+            )
+            .await
+            .map_err(pg_err)?
+            .get(0);
+        if !done {
+            tx.batch_execute(&call).await.map_err(pg_err)?;
+            made += 1;
+        }
+    }
+    Ok(made)
 }
 
 /// The advisory lock that serializes migrations across instances.
@@ -103,17 +167,24 @@ pub(super) fn migrations() -> Vec<String> {
 }
 
 impl PgStore {
+    /// Applies the migrations not applied yet, then on Citus makes every table a Citus
+    /// table ([`distribute`]); returns how many migrations it applied.
     pub(super) async fn apply_migrations(&self) -> StoreResult<u32> {
+        self.migrate_schema(true).await
+    }
+
+    /// [`PgStore::apply_migrations`], distributing the tables on Citus when `distribute`.
+    pub(super) async fn migrate_schema(&self, distribute_tables: bool) -> StoreResult<u32> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(pg_err)?;
         tx.batch_execute(&format!(
             "SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); \
-             CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied BIGINT NOT NULL)"
+             CREATE TABLE IF NOT EXISTS {MIGRATIONS} (version INT PRIMARY KEY, applied BIGINT NOT NULL)"
         ))
         .await
         .map_err(pg_err)?;
         let done: i64 = tx
-            .query_one("SELECT COUNT(*) FROM schema_migrations", &[])
+            .query_one(format!("SELECT COUNT(*) FROM {MIGRATIONS}").as_str(), &[])
             .await
             .map_err(pg_err)?
             .get(0);
@@ -121,12 +192,23 @@ impl PgStore {
         for (i, m) in migrations().iter().enumerate().skip(done as usize) {
             tx.batch_execute(m).await.map_err(pg_err)?;
             tx.execute(
-                "INSERT INTO schema_migrations (version, applied) VALUES ($1, $2)",
+                format!("INSERT INTO {MIGRATIONS} (version, applied) VALUES ($1, $2)").as_str(),
                 &[&(i as i32 + 1), &Timestamp::now().0],
             )
             .await
             .map_err(pg_err)?;
             applied += 1;
+        }
+        let citus = has_citus(&tx).await?;
+        self.citus
+            .store(citus && distribute_tables, Ordering::Relaxed);
+        let made = if distribute_tables {
+            distribute(&tx).await?
+        } else {
+            0
+        };
+        if made > 0 {
+            tracing::info!(tables = made, "made the store's tables Citus tables");
         }
         tx.commit().await.map_err(pg_err)?;
         Ok(applied)
@@ -358,16 +440,6 @@ pub fn change_feed_migration() -> Vec<String> {
         "INSERT INTO {META_CHANGES} (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING"
     ));
     out
-}
-
-/// The columns of a record table's primary key (migration 6).
-pub fn primary_key(kind: &RecordKind) -> Vec<String> {
-    let mut key = vec!["team_id".to_string()];
-    if time_keyed(kind) {
-        key.push(quote(kind.time.expect("a time-keyed kind has a time")));
-    }
-    key.push(IDENTITY_KEY.to_string());
-    key
 }
 
 /// Migration 6, writes at bulk speed (issue 16): the identity and version keys become plain

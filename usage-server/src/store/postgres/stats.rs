@@ -98,7 +98,7 @@ pub fn user_page(team_id: &str, group_name: Option<&str>, range: TimeRange) -> S
         "WITH {} SELECT {}, COALESCE(a.n, 0) AS {ACTIVE_DAYS}, {} FROM users u \
          LEFT JOIN active a ON a.api_key = u.api_key{joins} WHERE u.team_id = {team}",
         with.join(", "),
-        people::user_columns("u"),
+        people::user_columns("u", &team),
         cols.join(", "),
     );
     if let Some(g) = group_name {

@@ -14,48 +14,83 @@ use usage_core::time::Timestamp;
 
 /// The URL of the test database (env `USAGE_TEST_POSTGRES` overrides the default).
 pub(crate) fn base_url() -> String {
-    std::env::var("USAGE_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    crate::testing::postgres_url()
+}
+
+/// The database engine a test runs the store on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Engine {
+    /// The local PostgreSQL ([`crate::testing::postgres_url`]).
+    Postgres,
+    /// The coordinator of the local Citus cluster ([`crate::testing::citus_url`]): the
+    /// store distributes its tables itself.
+    Citus,
+}
+
+impl Engine {
+    /// The URL of the engine's test database.
+    pub(crate) fn url(self) -> String {
+        match self {
+            Engine::Postgres => crate::testing::postgres_url(),
+            Engine::Citus => crate::testing::citus_url(),
+        }
+    }
 }
 
 /// A fresh schema; dropped when the guard is.
 pub(crate) struct Schema {
     pub(crate) name: String,
+    base: String,
+    engine: Engine,
 }
 
 impl Schema {
+    /// A fresh schema of the PostgreSQL test database.
     pub(crate) async fn new(tag: &str) -> Schema {
+        Schema::on(Engine::Postgres, tag).await
+    }
+
+    /// A fresh schema of `engine`'s test database.
+    pub(crate) async fn on(engine: Engine, tag: &str) -> Schema {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let name = format!(
             "t_{tag}_{}_{}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
-        let (c, conn) = tokio_postgres::connect(&base_url(), NoTls)
+        let base = engine.url();
+        let (c, conn) = tokio_postgres::connect(&base, NoTls)
             .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "PostgreSQL at {} is required for these tests: {e}",
-                    base_url()
-                )
-            });
+            .unwrap_or_else(|e| panic!("{engine:?} at {base} is required for these tests: {e}"));
         tokio::spawn(conn);
         c.batch_execute(&format!(
             "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
         ))
         .await
         .unwrap();
-        Schema { name }
+        Schema { name, base, engine }
     }
 
+    /// The store URL of the schema (on Citus, with [`crate::testing::CITUS_TEST_OPTIONS`]).
     pub(crate) fn url(&self) -> String {
-        format!("{}?options=-csearch_path%3D{}", base_url(), self.name)
+        let extra = match self.engine {
+            Engine::Postgres => "",
+            Engine::Citus => crate::testing::CITUS_TEST_OPTIONS,
+        };
+        format!("{}?options=-csearch_path%3D{}{extra}", self.base, self.name)
+    }
+
+    /// A client of the schema's database.
+    pub(crate) async fn client(&self) -> tokio_postgres::Client {
+        let (c, conn) = tokio_postgres::connect(&self.url(), NoTls).await.unwrap();
+        tokio::spawn(conn);
+        c
     }
 }
 
 impl Drop for Schema {
     fn drop(&mut self) {
-        let name = self.name.clone();
+        let (name, base) = (self.name.clone(), self.base.clone());
         // Drop on a thread of its own: Drop may run inside a runtime.
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -63,7 +98,7 @@ impl Drop for Schema {
                 .build()
                 .expect("runtime");
             rt.block_on(async {
-                if let Ok((c, conn)) = tokio_postgres::connect(&base_url(), NoTls).await {
+                if let Ok((c, conn)) = tokio_postgres::connect(&base, NoTls).await {
                     tokio::spawn(conn);
                     let _ = c
                         .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
@@ -156,12 +191,21 @@ async fn identity_key_migration_keeps_the_rows_of_a_version_1_store() {
 
 #[tokio::test]
 async fn conformance() {
+    conformance_on(Engine::Postgres).await;
+}
+
+#[tokio::test]
+async fn conformance_on_citus() {
+    conformance_on(Engine::Citus).await;
+}
+
+async fn conformance_on(engine: Engine) {
     let schemas = Arc::new(std::sync::Mutex::new(Vec::new()));
     let keep = schemas.clone();
     crate::store::conformance::run_all(move || {
         let schemas = schemas.clone();
         async move {
-            let s = Schema::new("conf").await;
+            let s = Schema::on(engine, "conf").await;
             let store = PgStore::open(&s.url()).await.unwrap();
             schemas.lock().unwrap().push(s);
             Arc::new(store) as Arc<dyn Store>
@@ -186,7 +230,10 @@ fn ddl_is_pinned() {
 }
 
 /// Usage records of `kind` from JSON objects.
-fn parsed(kind: &'static RecordKind, rows: &[serde_json::Value]) -> Vec<usage_core::load::Record> {
+pub(crate) fn parsed(
+    kind: &'static RecordKind,
+    rows: &[serde_json::Value],
+) -> Vec<usage_core::load::Record> {
     rows.iter()
         .map(|r| usage_core::load::parse_record(kind, r, &usage_core::JsonPath::root()).unwrap())
         .collect()
@@ -499,7 +546,18 @@ mod differential {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_matches_the_in_memory_evaluator() {
-        let schema = Schema::new("diff").await;
+        matches_the_in_memory_evaluator(Engine::Postgres, DATASETS).await;
+    }
+
+    /// The same on Citus, with fewer datasets: each costs a team's writes through the
+    /// coordinator to a worker.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn citus_matches_the_in_memory_evaluator() {
+        matches_the_in_memory_evaluator(Engine::Citus, DATASETS / 4).await;
+    }
+
+    async fn matches_the_in_memory_evaluator(engine: Engine, datasets: u32) {
+        let schema = Schema::on(engine, "diff").await;
         let store = PgStore::open(&schema.url()).await.unwrap();
         let cached = PgStore::open_with(
             &schema.url(),
@@ -517,7 +575,7 @@ mod differential {
             proptest::collection::vec(any::<u32>(), 64),
         );
         let mut runner = TestRunner::new(Config {
-            cases: DATASETS,
+            cases: datasets,
             failure_persistence: None,
             ..Config::default()
         });
@@ -596,7 +654,7 @@ mod differential {
         // of its second half.
         let stats = cached.cache_stats();
         assert_eq!(stats.pushdowns, 0, "{stats:?}");
-        assert_eq!(stats.loads, u64::from(DATASETS), "{stats:?}");
+        assert_eq!(stats.loads, u64::from(datasets), "{stats:?}");
         assert!(stats.catch_ups > 0, "{stats:?}");
     }
 }
@@ -973,7 +1031,6 @@ async fn every_table_is_a_reference_table_or_keyed_by_team_first() {
     let found: Vec<(String, Option<String>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     let mut want: Vec<String> = team_tables();
     want.extend(REFERENCE_TABLES.iter().map(|t| t.to_string()));
-    want.push("schema_migrations".into());
     want.sort();
     let names: Vec<String> = found.iter().map(|(n, _)| n.clone()).collect();
     assert_eq!(names, want);
@@ -992,7 +1049,11 @@ fn citus_docs_are_current() {
     let (begin, end) = ("<!-- citus:begin -->\n", "<!-- citus:end -->");
     let block = format!(
         "{begin}```sql\n{}\n```\n{end}",
-        super::schema::citus_statements().join("\n")
+        super::schema::citus_statements()
+            .into_iter()
+            .map(|(_, call)| call)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     let current = match (text.find(begin), text.find(end)) {
         (Some(a), Some(b)) => text[a..b + end.len()].to_string(),
@@ -1131,4 +1192,39 @@ async fn a_bulk_import_refreshes_the_planners_statistics() {
         Some(10_000)
     );
     assert_eq!(stats().await, (19_999, true));
+}
+
+/// A text literal reads back as the text, whatever quotes and backslashes it holds, with
+/// either setting of `standard_conforming_strings`; U+0000 has none.
+#[tokio::test]
+async fn text_literals_read_back_as_the_text() {
+    let schema = Schema::new("lit").await;
+    let c = schema.client().await;
+    let texts = [
+        "team_1",
+        "",
+        "it's",
+        "a\\b",
+        "\\'",
+        "''\\\\",
+        "é \u{1F600} \n\t",
+    ];
+    for conforming in ["on", "off"] {
+        c.batch_execute(&format!("SET standard_conforming_strings = {conforming}"))
+            .await
+            .unwrap();
+        for t in texts {
+            let lit = dialect::text_literal(t).unwrap();
+            let back: String = c
+                .query_one(format!("SELECT {lit}::text").as_str(), &[])
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(
+                back, t,
+                "{lit} with standard_conforming_strings = {conforming}"
+            );
+        }
+    }
+    assert_eq!(dialect::text_literal("a\0b"), None);
 }

@@ -5,7 +5,7 @@
 use usage_core::schema::records::RecordKind;
 
 use super::dialect;
-use super::names::{CHANGE_SEQ, IDENTITY_KEY, quote, table, time_keyed};
+use super::names::{CHANGE_SEQ, IDENTITY_KEY, primary_key, quote, table, time_keyed};
 
 /// The columns a write supplies for a record of `kind`, in `COPY` order: the team, the
 /// write's change number, the identity key, the version key when the kind has a version,
@@ -128,9 +128,11 @@ pub fn merge_update(kind: &RecordKind) -> String {
 }
 
 /// The second statement of a staged merge: the insert of the staged records not stored
-/// (`anti`, with the parameters of [`merge_update`]), or of all of them (no parameters)
-/// when the update replaced none: the staged identities are distinct and the team's writer
-/// holds its lock, so none is stored. The primary key refuses a duplicate either way.
+/// (`anti`: the update replaced the stored ones, which the primary key then skips), or of
+/// all of them when the update replaced none: the staged identities are distinct and the
+/// team's writer holds its lock, so none is stored, and the primary key refuses a
+/// duplicate. No parameters: the staging table holds one team's round. (Not an anti-join
+/// with the record table: Citus refuses a join of a local and a distributed table there.)
 pub fn merge_insert(kind: &RecordKind, anti: bool) -> String {
     let cols = written_columns(kind);
     let from: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
@@ -143,9 +145,8 @@ pub fn merge_insert(kind: &RecordKind, anti: bool) -> String {
     );
     if anti {
         insert.push_str(&format!(
-            " WHERE NOT EXISTS (SELECT 1 FROM {} r WHERE {})",
-            table(kind),
-            staged_match(kind)
+            " ON CONFLICT ({}) DO NOTHING",
+            primary_key(kind).join(", ")
         ));
     }
     insert

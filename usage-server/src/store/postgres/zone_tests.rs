@@ -18,7 +18,7 @@ use usage_core::wire::{AnalyticsRequest, AnalyticsResponse};
 
 use super::PgStore;
 use super::cache::CacheConfig;
-use super::tests::{Schema, base_url, new_team};
+use super::tests::{Engine, Schema, new_team};
 use crate::store::RecordStore;
 
 const ZONES: &[&str] = &[
@@ -142,7 +142,16 @@ fn same_rows(got: &[(String, i64, i64)], want: &[(String, i64, i64)], what: &str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_dates_in_iana_zones_match_postgresql_across_dst() {
-    let schema = Schema::new("zones").await;
+    local_dates_match_postgresql(Engine::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_dates_in_iana_zones_match_postgresql_across_dst_on_citus() {
+    local_dates_match_postgresql(Engine::Citus).await;
+}
+
+async fn local_dates_match_postgresql(engine: Engine) {
+    let schema = Schema::on(engine, "zones").await;
     let pushdown = PgStore::open(&schema.url()).await.unwrap();
     let cached = PgStore::open_with(
         &schema.url(),
@@ -165,10 +174,7 @@ async fn local_dates_in_iana_zones_match_postgresql_across_dst() {
     reference.apply(&data);
     pushdown.ingest(&team, data, now).await.unwrap();
 
-    let (db, conn) = tokio_postgres::connect(&base_url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let db = schema.client().await;
     let ways = FourWays {
         pushdown: &pushdown,
         cached: &cached,
