@@ -1,5 +1,50 @@
-# Shared steps of bench/embedded.sh and bench/postgres.sh, sourced by both. They use the
-# caller's `root`, `rows`, `runs`, `bin`, `step` and `fail`.
+# Shared steps of bench/embedded.sh, bench/postgres.sh and bench/scaleout.sh, sourced by
+# each right after it sets `script` (its name, for messages), `root`, `rows`, `runs` and
+# `bin`. They keep the current step in `step`, the Python driver's pid in `py` and the
+# temporary folder in `work`.
+
+step=setup
+work=
+py=
+
+fail() { echo "$script: FAILED at step '$step'${1:+: $1}" >&2; exit 1; }
+
+# The exit trap: stops the Python driver and the servers it started (`$work/server.pids`),
+# runs the script's `bench_cleanup_more` if it has one (a schema or a database to drop),
+# removes `work` unless KEEP is set, and exits with the script's status.
+bench_cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ -n "$py" ] && kill -0 "$py" 2>/dev/null; then
+    kill -TERM "$py" 2>/dev/null || true
+    wait "$py" 2>/dev/null || true
+  fi
+  if [ -n "$work" ] && [ -f "$work/server.pids" ]; then
+    while read -r pid; do
+      kill -KILL "$pid" 2>/dev/null || true
+    done <"$work/server.pids"
+  fi
+  if declare -F bench_cleanup_more >/dev/null; then bench_cleanup_more; fi
+  if [ -n "$work" ] && [ -d "$work" ]; then
+    if [ -n "${KEEP:-}" ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
+  fi
+  [ "$rc" -eq 0 ] || echo "$script: exit $rc (step '$step')" >&2
+  exit "$rc"
+}
+trap bench_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+case $rows in ''|*[!0-9]*) fail "ROWS must be a number of rows, got '$rows'" ;; esac
+case $runs in ''|*[!0-9]*|0) fail "RUNS must be a positive number, got '$runs'" ;; esac
+command -v python3 >/dev/null || fail "python3 is needed"
+
+# The machine's facts, the first lines of a report.
+bench_machine() {
+  echo "- nproc: $(nproc)"
+  echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  echo "- RAM: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+}
 
 eval_bench() { cargo bench -p usage-core --bench eval --quiet -- "$@"; }
 

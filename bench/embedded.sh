@@ -21,38 +21,10 @@ rows=${ROWS:-10000000}
 runs=${RUNS:-5}
 bin=${BIN:-}
 
-step=setup
-work=
-py=
-fail() { echo "bench/embedded.sh: FAILED at step '$step'${1:+: $1}" >&2; exit 1; }
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [ -n "$py" ] && kill -0 "$py" 2>/dev/null; then
-    kill -TERM "$py" 2>/dev/null || true
-    wait "$py" 2>/dev/null || true
-  fi
-  if [ -n "$work" ] && [ -f "$work/server.pids" ]; then
-    while read -r pid; do
-      kill -KILL "$pid" 2>/dev/null || true
-    done <"$work/server.pids"
-  fi
-  if [ -n "$work" ] && [ -d "$work" ]; then
-    if [ -n "${KEEP:-}" ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
-  fi
-  [ "$rc" -eq 0 ] || echo "bench/embedded.sh: exit $rc (step '$step')" >&2
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-case $rows in ''|*[!0-9]*) fail "ROWS must be a number of rows, got '$rows'" ;; esac
-case $runs in ''|*[!0-9]*|0) fail "RUNS must be a positive number, got '$runs'" ;; esac
-command -v python3 >/dev/null || fail "python3 is needed"
-
+script=bench/embedded.sh
 # shellcheck source=bench/common.sh
 . bench/common.sh
+
 bench_builds
 
 bench_data
@@ -73,9 +45,7 @@ py=
 step="report"
 echo "## Machine"
 echo
-echo "- nproc: $(nproc)"
-echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-echo "- RAM: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+bench_machine
 echo "- rustc: $(rustc --version)"
 echo "- server: $what ($("$bin" --version))"
 echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -28,23 +28,12 @@ runs=${RUNS:-5}
 url=${URL:-postgres://postgres@127.0.0.1:5432/test}
 bin=${BIN:-}
 
-step=setup
-work=
-py=
+script=bench/postgres.sh
+# shellcheck source=bench/common.sh
+. bench/common.sh
 schema=
-fail() { echo "bench/postgres.sh: FAILED at step '$step'${1:+: $1}" >&2; exit 1; }
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [ -n "$py" ] && kill -0 "$py" 2>/dev/null; then
-    kill -TERM "$py" 2>/dev/null || true
-    wait "$py" 2>/dev/null || true
-  fi
-  if [ -n "$work" ] && [ -f "$work/server.pids" ]; then
-    while read -r pid; do
-      kill -KILL "$pid" 2>/dev/null || true
-    done <"$work/server.pids"
-  fi
+# The exit trap's share: the run's schema goes (bench/common.sh's `bench_cleanup`).
+bench_cleanup_more() {
   if [ -n "$schema" ]; then
     if [ -n "${KEEP:-}" ]; then
       echo "kept schema $schema" >&2
@@ -53,26 +42,12 @@ cleanup() {
         echo "bench/postgres.sh: could not drop schema $schema" >&2
     fi
   fi
-  if [ -n "$work" ] && [ -d "$work" ]; then
-    if [ -n "${KEEP:-}" ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
-  fi
-  [ "$rc" -eq 0 ] || echo "bench/postgres.sh: exit $rc (step '$step')" >&2
-  exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-case $rows in ''|*[!0-9]*) fail "ROWS must be a number of rows, got '$rows'" ;; esac
-case $runs in ''|*[!0-9]*|0) fail "RUNS must be a positive number, got '$runs'" ;; esac
-command -v python3 >/dev/null || fail "python3 is needed"
 command -v psql >/dev/null || fail "psql is needed"
 
 step="PostgreSQL"
 psql "$url" -qX -c "SELECT 1" >/dev/null || fail "no PostgreSQL at $url"
 
-# shellcheck source=bench/common.sh
-. bench/common.sh
 bench_builds
 
 bench_data
@@ -117,9 +92,7 @@ fi
 step="report"
 echo "## Machine"
 echo
-echo "- nproc: $(nproc)"
-echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-echo "- RAM: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+bench_machine
 echo "- rustc: $(rustc --version)"
 echo "- server: $what ($("$bin" --version)); bench scripts at $(git rev-parse --short HEAD)"
 echo "- PostgreSQL: $(psql "$url" -AtqX -c 'SHOW server_version') at ${url%%\?*}"
