@@ -29,12 +29,13 @@ use deadpool_postgres::{GenericClient, Pool, Transaction};
 use futures_util::StreamExt;
 use tokio_postgres::binary_copy::{BinaryCopyOutRow, BinaryCopyOutStream};
 use tokio_postgres::types::Type;
-use tokio_postgres::{AsyncMessage, IsolationLevel, NoTls};
+use tokio_postgres::{AsyncMessage, IsolationLevel};
 use usage_core::eval::TeamData;
 use usage_core::eval::segment::{Segment, SegmentBuilder};
 use usage_core::load::{Batch, Record};
 use usage_core::schema::records::{self, RecordKind, RecordType};
 
+use super::tls::Connector;
 use super::{dialect, names, people, pg_err, pool_err, rows};
 use crate::store::shared::INLINE_ROWS;
 use crate::store::{StoreError, StoreResult};
@@ -355,11 +356,12 @@ fn weight(d: &TeamData) -> u64 {
 
 impl Cache {
     /// A cache over `pool`; with a budget, it listens for changes on a connection of its
-    /// own made from `config`.
+    /// own made from `listen` with the pool's TLS connector `tls`.
     pub(super) fn new(
         config: CacheConfig,
         pool: Pool,
         listen: &tokio_postgres::Config,
+        tls: Connector,
     ) -> Arc<Cache> {
         let cache = Arc::new(Cache {
             config,
@@ -376,7 +378,11 @@ impl Cache {
             evictions: AtomicU64::new(0),
         });
         if config.bytes > 0 {
-            let task = tokio::spawn(listen_for_changes(Arc::downgrade(&cache), listen.clone()));
+            let task = tokio::spawn(listen_for_changes(
+                Arc::downgrade(&cache),
+                listen.clone(),
+                tls,
+            ));
             *cache
                 .listener
                 .lock()
@@ -698,11 +704,11 @@ impl Cache {
     }
 }
 
-/// Listens for change notifications on a connection of its own, reconnecting when it
-/// drops; stops when the cache is gone.
-async fn listen_for_changes(cache: Weak<Cache>, config: tokio_postgres::Config) {
+/// Listens for change notifications on a connection of its own (TLS as the pool's),
+/// reconnecting when it drops; stops when the cache is gone.
+async fn listen_for_changes(cache: Weak<Cache>, config: tokio_postgres::Config, tls: Connector) {
     loop {
-        if let Ok((client, mut conn)) = config.connect(NoTls).await {
+        if let Ok((client, mut conn)) = config.connect(tls.clone()).await {
             let (send, mut teams) = tokio::sync::mpsc::unbounded_channel::<String>();
             let driver = tokio::spawn(async move {
                 let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));

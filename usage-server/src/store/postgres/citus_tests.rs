@@ -8,6 +8,7 @@
 //! ([`crate::testing::CITUS_TEST_OPTIONS`], checked here), so that it fails on a statement
 //! that would touch more than one shard.
 
+use tokio_postgres::NoTls;
 use usage_core::load::Batch;
 use usage_core::plan::{CapAction, CapScope, Limits, TimeRange};
 use usage_core::schema::records;

@@ -25,8 +25,10 @@
 //! record writes; `copy.rs` encodes the rows), `sql.rs` (the query generator), `stats.rs`
 //! (user page and agent statistics), `people.rs` (the users and groups tables, and it
 //! runs their SQL). `names.rs` and `expr.rs` are leaves the others share: the tables and
-//! columns several files name, and what a statement is made of; `rows.rs` decodes. This
-//! file holds the store, its pool, the error mapping and the [`Store`] impl.
+//! columns several files name, and what a statement is made of; `rows.rs` decodes.
+//! `tls.rs` reads the URL's `sslmode` and `sslrootcert` and makes the TLS connector of the
+//! pool and the cache's listener. This file holds the store, its pool, the error mapping
+//! and the [`Store`] impl.
 
 mod billing;
 pub mod cache;
@@ -48,6 +50,9 @@ mod stats;
 mod teams;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod tls;
+#[cfg(test)]
+mod tls_tests;
 mod write;
 #[cfg(test)]
 mod zone_tests;
@@ -58,7 +63,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 
 use super::shared::{Unreadable, closed};
@@ -74,12 +78,28 @@ fn pg_err(e: tokio_postgres::Error) -> StoreError {
             db.code().code()
         )),
         // No answer: the connection is down or closed.
-        None => StoreError::Unavailable(format!("PostgreSQL: {e}")),
+        None => StoreError::Unavailable(format!("PostgreSQL: {}", with_causes(&e))),
     }
 }
 
 fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
-    StoreError::Unavailable(format!("PostgreSQL pool: {e}"))
+    StoreError::Unavailable(format!("PostgreSQL pool: {}", with_causes(&e)))
+}
+
+/// An error and its causes, `: `-separated: tokio-postgres's own text leaves the cause out
+/// ("error performing TLS handshake", "error connecting to server", "db error"). A cause
+/// whose text is already there is not repeated.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let s = c.to_string();
+        if !text.contains(&s) {
+            text = format!("{text}: {s}");
+        }
+        cause = c.source();
+    }
+    text
 }
 
 fn boxed(params: &[Param]) -> Vec<Box<dyn ToSql + Sync + Send>> {
@@ -173,11 +193,13 @@ fn sets(options: &str, name: &str) -> bool {
 
 impl PgStore {
     /// Connects to `url` (`postgres://user@host:port/db`, optionally with
-    /// `?options=-csearch_path%3Dschema`) and applies the migrations. TLS is off. No cache:
-    /// every query is pushed down to SQL.
+    /// `?options=-csearch_path%3Dschema`) and applies the migrations. TLS as libpq does it,
+    /// from the URL's `sslmode` (`prefer` when absent) and `sslrootcert` ([`tls`]). No
+    /// cache: every query is pushed down to SQL.
     ///
     /// # Errors
-    /// When the URL does not parse or the database cannot be reached or migrated.
+    /// When the URL does not parse, the root certificates cannot be read, or the database
+    /// cannot be reached (a server certificate that does not pass included), or migrated.
     pub async fn open(url: &str) -> StoreResult<PgStore> {
         PgStore::open_with(url, cache::CacheConfig::OFF).await
     }
@@ -187,8 +209,15 @@ impl PgStore {
     /// # Errors
     /// As [`PgStore::open`].
     pub async fn open_with(url: &str, cache: cache::CacheConfig) -> StoreResult<PgStore> {
-        let mut s = PgStore::connect(url, cache)?;
-        s.applied_at_open = s.apply_migrations().await?;
+        let (mut s, tls) = PgStore::connect(url, cache)?;
+        s.applied_at_open = match s.apply_migrations().await {
+            Ok(n) => n,
+            // Which checks the server's certificate failed is worth saying.
+            Err(StoreError::Unavailable(e)) if tls.verifies() => {
+                return Err(StoreError::Unavailable(format!("{e} ({tls})")));
+            }
+            Err(e) => return Err(e),
+        };
         Ok(s)
     }
 
@@ -196,16 +225,23 @@ impl PgStore {
     /// Citus coordinator: a store made before the extension came.
     #[cfg(test)]
     pub(super) async fn open_undistributed(url: &str) -> StoreResult<PgStore> {
-        let mut s = PgStore::connect(url, cache::CacheConfig::OFF)?;
+        let (mut s, _) = PgStore::connect(url, cache::CacheConfig::OFF)?;
         s.applied_at_open = s.migrate_schema(false).await?;
         Ok(s)
     }
 
-    /// The store's pool of connections to `url`, with the session settings; nothing is
-    /// sent to the database yet.
-    fn connect(url: &str, cache: cache::CacheConfig) -> StoreResult<PgStore> {
-        let mut cfg = tokio_postgres::Config::from_str(url)
-            .map_err(|e| StoreError::Unavailable(format!("PostgreSQL URL: {e}")))?;
+    /// The store's pool of connections to `url`, with the session settings and the TLS
+    /// the URL asks for (returned too); nothing is sent to the database yet.
+    fn connect(url: &str, cache: cache::CacheConfig) -> StoreResult<(PgStore, tls::Tls)> {
+        let url_err = |e: String| StoreError::Unavailable(format!("PostgreSQL URL: {e}"));
+        let (url, tls) = tls::split_url(url).map_err(url_err)?;
+        let mut cfg =
+            tokio_postgres::Config::from_str(&url).map_err(|e| url_err(with_causes(&e)))?;
+        let tls = tls.unwrap_or_else(|| tls::Tls::of_config(&cfg));
+        tls.apply(&mut cfg);
+        let connector = tls
+            .connector()
+            .map_err(|e| StoreError::Unavailable(format!("PostgreSQL TLS: {e}")))?;
         let mut options = cfg.get_options().unwrap_or_default().to_string();
         for (name, value) in SESSION_SETTINGS {
             if !sets(&options, name) {
@@ -215,7 +251,7 @@ impl PgStore {
         cfg.options(&options);
         let mgr = Manager::from_config(
             cfg.clone(),
-            NoTls,
+            connector.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -224,14 +260,15 @@ impl PgStore {
             .max_size(8)
             .build()
             .map_err(|e| StoreError::Internal(format!("PostgreSQL pool: {e}")))?;
-        Ok(PgStore {
-            cache: cache::Cache::new(cache, pool.clone(), &cfg),
+        let store = PgStore {
+            cache: cache::Cache::new(cache, pool.clone(), &cfg, connector),
             pool,
             closed: AtomicBool::new(false),
             applied_at_open: 0,
             citus: AtomicBool::new(false),
             unreadable: Unreadable::default(),
-        })
+        };
+        Ok((store, tls))
     }
 
     async fn client(&self) -> StoreResult<deadpool_postgres::Object> {

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use tokio_postgres::NoTls;
+
 use super::schema::migrations;
 use super::*;
 use crate::store::{CapStore, NewTeam, RecordStore, TeamStore};
