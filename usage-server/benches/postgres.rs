@@ -14,7 +14,7 @@ use usage_core::schema::Plan;
 use usage_core::schema::records::AUTOCOMPLETE;
 use usage_core::time::Timestamp;
 use usage_server::store::postgres::PgStore;
-use usage_server::store::{NewTeam, RecordStore, Store, TeamStore};
+use usage_server::store::{NewTeam, RecordStore, StoreOps, TeamStore};
 
 #[path = "../../usage-core/benches/common.rs"]
 mod common;

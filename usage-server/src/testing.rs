@@ -126,7 +126,7 @@ impl TestStore {
 
 /// The store's cache as `serve` runs it: PostgreSQL answers from its columnar cache once a
 /// team is loaded, by SQL while the load runs (the other stores hold their teams anyway).
-const SERVED: store::postgres::cache::CacheConfig = store::postgres::cache::CacheConfig {
+const SERVED: store::CacheConfig = store::CacheConfig {
     bytes: 1 << 30,
     wait_for_load: false,
 };

@@ -23,7 +23,7 @@ fn permission_list(s: &str) -> Result<String, String> {
 }
 use crate::auth::rate::RateConfig;
 use crate::http;
-use crate::store::{self, KeyRecord, NewTeam, Store, StoreError};
+use crate::store::{self, KeyRecord, NewTeam, Store, StoreError, StoreOps};
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -363,13 +363,13 @@ pub fn main() -> i32 {
 /// What to print on stderr.
 pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
     let cache = match &cli.command {
-        Command::Serve(args) => store::postgres::cache::CacheConfig {
+        Command::Serve(args) => store::CacheConfig {
             bytes: args
                 .cache_bytes
-                .unwrap_or_else(store::postgres::cache::CacheConfig::default_bytes),
+                .unwrap_or_else(store::CacheConfig::default_bytes),
             wait_for_load: false,
         },
-        _ => store::postgres::cache::CacheConfig::OFF,
+        _ => store::CacheConfig::OFF,
     };
     let store = store::open_with(&cli.store, cache).await?;
     let out = match cli.command {

@@ -21,7 +21,7 @@ use warp::reply::Response;
 use super::{App, LogCx, Op, json_response};
 use crate::auth::{self, rate::retry_after_secs};
 use crate::error::{ApiError, Code};
-use crate::store::KeyInfo;
+use crate::store::{KeyInfo, Token};
 
 /// The permission an operation needs (spec, Authentication; section 7).
 pub fn permission(op: Op) -> Permission {
@@ -99,10 +99,11 @@ pub(super) async fn authorize_for(
     let limited = match app
         .store
         .take_token(&info.team_id, &info.key_id, app.config.rate)
-        .await
+        .await?
     {
-        Some(shared) => shared?,
-        None => app.rate.check(&info.key_id),
+        Token::NotShared => app.rate.check(&info.key_id),
+        Token::Granted => Ok(()),
+        Token::Wait(wait) => Err(wait),
     };
     if let Err(wait) = limited {
         let secs = retry_after_secs(wait);

@@ -4,8 +4,8 @@
 //! An entry is keyed by the team, the endpoint and its parameters (the cursor's
 //! fingerprint, which leaves out `limit` and `cursor`), and holds the versions it was
 //! computed at: the store's change counter and the team's change number
-//! ([`Store::change_version`](crate::store::Store::change_version),
-//! [`Store::team_version`](crate::store::Store::team_version)). A write of the team, by
+//! ([`StoreOps::change_version`](crate::store::StoreOps::change_version),
+//! [`StoreOps::team_version`](crate::store::StoreOps::team_version)). A write of the team, by
 //! this process or another, moves one of them and so retires the entry. Entries live at most [`TTL`], and the cache holds at most [`MAX_ROWS`]
 //! rows, dropping the oldest entries first. A store without a change version (`memory:`)
 //! is not cached.

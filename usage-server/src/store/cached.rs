@@ -2,10 +2,10 @@
 //! (keys by hash, teams, caps, billing) from memory, so an authenticated request does not
 //! read the store file (issue 15, point 3).
 //!
-//! Freshness comes from the inner store's change counter ([`Store::change_version`]),
+//! Freshness comes from the inner store's change counter ([`StoreOps::change_version`]),
 //! which moves on every write of any process:
 //!
-//! - [`Store::refresh`] (a running server's poller, every
+//! - [`StoreOps::refresh`] (a running server's poller, every
 //!   [`crate::http::Config::poll_interval`], 250 ms by default) reads the counter first;
 //!   when it moved, every cache is dropped; then the inner store's own refresh runs.
 //! - A cached answer is used only while the last successful counter check began less than
@@ -36,9 +36,10 @@ use usage_core::time::Timestamp;
 use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
 
 use super::{
-    AuditEntry, Billing, BillingStore, CapStore, KeyInfo, KeyRecord, NewTeam, RecordStore,
-    RecordStream, Store, StoreResult, Team, TeamStore, UnreadableRow,
+    AuditEntry, Billing, BillingStore, CacheStats, CapStore, KeyInfo, KeyRecord, NewTeam,
+    RecordStore, RecordStream, Store, StoreOps, StoreResult, Team, TeamStore, Token, UnreadableRow,
 };
+use crate::auth::rate::RateConfig;
 
 /// How old the last change-counter check may be for cached answers to be used: the bound
 /// on how late a change of another process is seen.
@@ -112,7 +113,7 @@ pub struct CachedMeta {
 impl CachedMeta {
     /// Wraps `inner`; cached answers are used while the last counter check is younger
     /// than `max_age` ([`MAX_AGE`] in servers; nothing is cached before the first
-    /// [`Store::refresh`]).
+    /// [`StoreOps::refresh`]).
     pub fn new(inner: Arc<dyn Store>, max_age: Duration) -> CachedMeta {
         CachedMeta {
             inner,
@@ -202,251 +203,237 @@ impl CachedMeta {
     }
 }
 
-#[async_trait]
-impl TeamStore for CachedMeta {
-    async fn create_team(&self, team: NewTeam, now: Timestamp) -> StoreResult<Team> {
-        let r = self.inner.create_team(team, now).await;
-        self.invalidate(|c| c.teams = None);
-        r
-    }
+/// Implements a store trait for [`CachedMeta`]: the methods written out in `impl`, and
+/// those listed under `forward` passed to the inner store as they are. Under
+/// `clippy::missing_trait_methods` a method a trait gains fails the build until it is
+/// written or listed here, where a default body would silently answer instead of the
+/// inner store.
+macro_rules! delegate {
+    (
+        impl $trait:ident { $($own:tt)* }
+        forward { $(async fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)* }
+        $(forward sync { $(fn $sname:ident(&self) -> $sret:ty;)* })?
+    ) => {
+        #[async_trait]
+        #[deny(clippy::missing_trait_methods)]
+        impl $trait for CachedMeta {
+            $($own)*
+            $(
+                async fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    self.inner.$name($($arg),*).await
+                }
+            )*
+            $($(
+                fn $sname(&self) -> $sret {
+                    self.inner.$sname()
+                }
+            )*)?
+        }
+    };
+}
 
-    async fn teams(&self) -> StoreResult<Vec<Team>> {
-        self.cached(
-            |c| c.teams.clone(),
-            self.inner.teams(),
-            |c, v| c.teams = Some(v),
-        )
-        .await
-    }
+delegate! {
+    impl TeamStore {
+        async fn create_team(&self, team: NewTeam, now: Timestamp) -> StoreResult<Team> {
+            let r = self.inner.create_team(team, now).await;
+            self.invalidate(|c| c.teams = None);
+            r
+        }
 
-    async fn insert_key(&self, key: KeyRecord) -> StoreResult<()> {
-        let hash = key.hash;
-        let r = self.inner.insert_key(key).await;
-        self.invalidate(|c| {
-            c.unknown.remove(&hash);
-        });
-        r
-    }
+        async fn teams(&self) -> StoreResult<Vec<Team>> {
+            self.cached(
+                |c| c.teams.clone(),
+                self.inner.teams(),
+                |c, v| c.teams = Some(v),
+            )
+            .await
+        }
 
-    async fn key_by_hash(&self, hash: &[u8; 32]) -> StoreResult<Option<KeyInfo>> {
-        let hash = *hash;
-        self.cached(
-            |c| match c.keys.get(&hash) {
-                Some(k) => Some(Some(k.clone())),
-                None => c.unknown.contains(&hash).then_some(None),
-            },
-            self.inner.key_by_hash(&hash),
-            |c, v| match v {
-                Some(k) => bounded_insert(&mut c.keys, hash, k),
-                None => {
-                    if c.unknown.len() >= MAX_UNKNOWN_KEYS {
-                        c.unknown.clear();
+        async fn insert_key(&self, key: KeyRecord) -> StoreResult<()> {
+            let hash = key.hash;
+            let r = self.inner.insert_key(key).await;
+            self.invalidate(|c| {
+                c.unknown.remove(&hash);
+            });
+            r
+        }
+
+        async fn key_by_hash(&self, hash: &[u8; 32]) -> StoreResult<Option<KeyInfo>> {
+            let hash = *hash;
+            self.cached(
+                |c| match c.keys.get(&hash) {
+                    Some(k) => Some(Some(k.clone())),
+                    None => c.unknown.contains(&hash).then_some(None),
+                },
+                self.inner.key_by_hash(&hash),
+                |c, v| match v {
+                    Some(k) => bounded_insert(&mut c.keys, hash, k),
+                    None => {
+                        if c.unknown.len() >= MAX_UNKNOWN_KEYS {
+                            c.unknown.clear();
+                        }
+                        c.unknown.insert(hash);
                     }
-                    c.unknown.insert(hash);
-                }
-            },
-        )
-        .await
-    }
-
-    async fn revoke_key(&self, key_id: &str) -> StoreResult<()> {
-        let r = self.inner.revoke_key(key_id).await;
-        self.invalidate(|c| c.keys.retain(|_, k| k.key_id != key_id));
-        r
-    }
-}
-
-#[async_trait]
-impl RecordStore for CachedMeta {
-    async fn ingest_by(
-        &self,
-        team: &str,
-        batch: Batch,
-        key_id: &str,
-        now: Timestamp,
-    ) -> StoreResult<u64> {
-        let billing = std::ptr::eq(batch.kind, &BILLING);
-        let r = self.inner.ingest_by(team, batch, key_id, now).await;
-        if billing {
-            self.invalidate(|c| {
-                c.billing.remove(team);
-            });
+                },
+            )
+            .await
         }
-        r
-    }
 
-    async fn import(
-        &self,
-        team: &str,
-        kind: &'static RecordKind,
-        records: RecordStream,
-        now: Timestamp,
-    ) -> StoreResult<Option<u64>> {
-        let r = self.inner.import(team, kind, records, now).await;
-        if std::ptr::eq(kind, &BILLING) {
-            self.invalidate(|c| {
-                c.billing.remove(team);
-            });
+        async fn revoke_key(&self, key_id: &str) -> StoreResult<()> {
+            let r = self.inner.revoke_key(key_id).await;
+            self.invalidate(|c| c.keys.retain(|_, k| k.key_id != key_id));
+            r
         }
-        r
     }
-
-    async fn analytics(
-        &self,
-        team: &str,
-        plan: &AnalyticsPlan,
-        limits: &Limits,
-    ) -> StoreResult<AnalyticsResponse> {
-        self.inner.analytics(team, plan, limits).await
-    }
-
-    async fn user_page(
-        &self,
-        team: &str,
-        plan: &UserPagePlan,
-    ) -> StoreResult<UserPageAnalyticsResponse> {
-        self.inner.user_page(team, plan).await
-    }
-
-    async fn agent(&self, team: &str, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse> {
-        self.inner.agent(team, plan).await
-    }
-
-    async fn has_group_id(&self, team: &str, group_id: &str) -> StoreResult<bool> {
-        self.inner.has_group_id(team, group_id).await
-    }
-
-    async fn has_user(&self, team: &str, email: &str) -> StoreResult<bool> {
-        self.inner.has_user(team, email).await
-    }
-
-    async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>> {
-        self.inner.groups_of(team, email).await
-    }
+    forward {}
 }
 
-#[async_trait]
-impl CapStore for CachedMeta {
-    async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
-        let k = (team.to_string(), scope.clone());
-        self.cached(
-            |c| c.caps.get(&k).copied(),
-            self.inner.cap(team, scope),
-            |c, v| bounded_insert(&mut c.caps, k.clone(), v),
-        )
-        .await
-    }
-
-    async fn change_cap(
-        &self,
-        team: &str,
-        scope: &CapScope,
-        action: CapAction,
-        key_id: &str,
-        now: Timestamp,
-    ) -> StoreResult<()> {
-        let r = self
-            .inner
-            .change_cap(team, scope, action, key_id, now)
-            .await;
-        self.invalidate(|c| {
-            c.caps.remove(&(team.to_string(), scope.clone()));
-        });
-        r
-    }
-
-    async fn audit(&self, team: &str) -> StoreResult<Vec<AuditEntry>> {
-        self.inner.audit(team).await
-    }
-}
-
-#[async_trait]
-impl BillingStore for CachedMeta {
-    async fn billing(&self, team: &str) -> StoreResult<Billing> {
-        self.cached(
-            |c| c.billing.get(team).copied(),
-            self.inner.billing(team),
-            |c, v| bounded_insert(&mut c.billing, team.to_string(), v),
-        )
-        .await
-    }
-}
-
-#[async_trait]
-impl Store for CachedMeta {
-    async fn health(&self) -> StoreResult<()> {
-        self.inner.health().await
-    }
-
-    async fn migrate(&self) -> StoreResult<u32> {
-        let r = self.inner.migrate().await;
-        self.invalidate_all();
-        r
-    }
-
-    /// Checks the change counter (dropping every cache when it moved), then refreshes the
-    /// inner store.
-    async fn refresh(&self) -> StoreResult<()> {
-        let began = self.mark();
-        let checked = match self.inner.change_version().await {
-            Ok(Some(v)) => {
-                let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-                if *seen != Some(v) {
-                    self.invalidate_all();
-                    *seen = Some(v);
-                }
-                drop(seen);
-                self.checked.fetch_max(began, Ordering::AcqRel);
-                Ok(())
+delegate! {
+    impl RecordStore {
+        async fn ingest_by(
+            &self,
+            team: &str,
+            batch: Batch,
+            key_id: &str,
+            now: Timestamp,
+        ) -> StoreResult<u64> {
+            let billing = std::ptr::eq(batch.kind, &BILLING);
+            let r = self.inner.ingest_by(team, batch, key_id, now).await;
+            if billing {
+                self.invalidate(|c| {
+                    c.billing.remove(team);
+                });
             }
-            Ok(None) => Ok(()),
-            Err(e) => Err(e),
-        };
-        let refreshed = self.inner.refresh().await;
-        checked.and(refreshed)
-    }
+            r
+        }
 
-    async fn preload(&self) -> StoreResult<()> {
-        self.inner.preload().await
-    }
+        async fn import(
+            &self,
+            team: &str,
+            kind: &'static RecordKind,
+            records: RecordStream,
+            now: Timestamp,
+        ) -> StoreResult<Option<u64>> {
+            let r = self.inner.import(team, kind, records, now).await;
+            if std::ptr::eq(kind, &BILLING) {
+                self.invalidate(|c| {
+                    c.billing.remove(team);
+                });
+            }
+            r
+        }
 
-    async fn unreadable_rows(&self) -> StoreResult<Vec<UnreadableRow>> {
-        self.inner.unreadable_rows().await
+        async fn ingest(&self, team: &str, batch: Batch, now: Timestamp) -> StoreResult<u64> {
+            self.ingest_by(team, batch, "-", now).await
+        }
     }
-
-    fn unreadable_count(&self) -> u64 {
-        self.inner.unreadable_count()
+    forward {
+        async fn analytics(&self, team: &str, plan: &AnalyticsPlan, limits: &Limits) -> StoreResult<AnalyticsResponse>;
+        async fn user_page(&self, team: &str, plan: &UserPagePlan) -> StoreResult<UserPageAnalyticsResponse>;
+        async fn agent(&self, team: &str, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse>;
+        async fn has_group_id(&self, team: &str, group_id: &str) -> StoreResult<bool>;
+        async fn has_user(&self, team: &str, email: &str) -> StoreResult<bool>;
+        async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>>;
     }
+}
 
-    async fn take_token(
-        &self,
-        team: &str,
-        key_id: &str,
-        rate: crate::auth::rate::RateConfig,
-    ) -> Option<StoreResult<Result<(), std::time::Duration>>> {
-        self.inner.take_token(team, key_id, rate).await
+delegate! {
+    impl CapStore {
+        async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
+            let k = (team.to_string(), scope.clone());
+            self.cached(
+                |c| c.caps.get(&k).copied(),
+                self.inner.cap(team, scope),
+                |c, v| bounded_insert(&mut c.caps, k.clone(), v),
+            )
+            .await
+        }
+
+        async fn change_cap(
+            &self,
+            team: &str,
+            scope: &CapScope,
+            action: CapAction,
+            key_id: &str,
+            now: Timestamp,
+        ) -> StoreResult<()> {
+            let r = self
+                .inner
+                .change_cap(team, scope, action, key_id, now)
+                .await;
+            self.invalidate(|c| {
+                c.caps.remove(&(team.to_string(), scope.clone()));
+            });
+            r
+        }
     }
-
-    async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>> {
-        self.inner.record_counts().await
+    forward {
+        async fn audit(&self, team: &str) -> StoreResult<Vec<AuditEntry>>;
     }
+}
 
-    fn cache_stats(&self) -> Option<super::postgres::cache::CacheStats> {
-        self.inner.cache_stats()
+delegate! {
+    impl BillingStore {
+        async fn billing(&self, team: &str) -> StoreResult<Billing> {
+            self.cached(
+                |c| c.billing.get(team).copied(),
+                self.inner.billing(team),
+                |c, v| bounded_insert(&mut c.billing, team.to_string(), v),
+            )
+            .await
+        }
     }
+    forward {}
+}
 
-    async fn close(&self) -> StoreResult<()> {
-        self.closed.store(true, Ordering::Release);
-        self.invalidate_all();
-        self.inner.close().await
+delegate! {
+    impl StoreOps {
+        async fn migrate(&self) -> StoreResult<u32> {
+            let r = self.inner.migrate().await;
+            self.invalidate_all();
+            r
+        }
+
+        /// Checks the change counter (dropping every cache when it moved), then refreshes
+        /// the inner store.
+        async fn refresh(&self) -> StoreResult<()> {
+            let began = self.mark();
+            let checked = match self.inner.change_version().await {
+                Ok(Some(v)) => {
+                    let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                    if *seen != Some(v) {
+                        self.invalidate_all();
+                        *seen = Some(v);
+                    }
+                    drop(seen);
+                    self.checked.fetch_max(began, Ordering::AcqRel);
+                    Ok(())
+                }
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            let refreshed = self.inner.refresh().await;
+            checked.and(refreshed)
+        }
+
+        async fn close(&self) -> StoreResult<()> {
+            self.closed.store(true, Ordering::Release);
+            self.invalidate_all();
+            self.inner.close().await
+        }
     }
-
-    async fn change_version(&self) -> StoreResult<Option<i64>> {
-        self.inner.change_version().await
+    forward {
+        async fn health(&self) -> StoreResult<()>;
+        async fn preload(&self) -> StoreResult<()>;
+        async fn unreadable_rows(&self) -> StoreResult<Vec<UnreadableRow>>;
+        async fn take_token(&self, team: &str, key_id: &str, rate: RateConfig) -> StoreResult<Token>;
+        async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>>;
+        async fn change_version(&self) -> StoreResult<Option<i64>>;
+        async fn team_version(&self, team: &str) -> StoreResult<Option<i64>>;
     }
-
-    async fn team_version(&self, team: &str) -> StoreResult<Option<i64>> {
-        self.inner.team_version(team).await
+    forward sync {
+        fn unreadable_count(&self) -> u64;
+        fn cache_stats(&self) -> Option<CacheStats>;
     }
 }
 
@@ -514,14 +501,8 @@ mod tests {
     /// with metadata writes only.
     #[tokio::test]
     async fn another_instance_revocation_is_seen_at_the_next_version_check_on_postgres() {
-        let schema = crate::store::postgres::tests::Schema::new("meta").await;
-        let open = || async {
-            Arc::new(
-                crate::store::postgres::PgStore::open(&schema.url())
-                    .await
-                    .unwrap(),
-            ) as Arc<dyn Store>
-        };
+        let url = crate::testing::fresh_postgres();
+        let open = || async { crate::store::open(&url).await.unwrap() };
         another_process_changes(open().await, open().await).await;
     }
 

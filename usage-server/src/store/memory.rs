@@ -14,7 +14,7 @@ use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyt
 use super::shared::{closed, poisoned};
 use super::{
     AuditEntry, Billing, BillingStore, CapStore, Change, IMPORT_ACTOR, KeyInfo, KeyRecord, NewTeam,
-    RecordStore, RecordStream, Store, StoreError, StoreResult, Team, TeamStore, answer, prepare,
+    RecordStore, RecordStream, StoreError, StoreOps, StoreResult, Team, TeamStore, prepare,
 };
 
 #[derive(Default)]
@@ -206,7 +206,7 @@ impl RecordStore for MemoryStore {
         plan: &AnalyticsPlan,
         limits: &Limits,
     ) -> StoreResult<AnalyticsResponse> {
-        self.read(team, |d| answer::analytics(d, plan, limits))
+        self.read(team, |d| Ok(d.analytics(plan, limits)?))
     }
 
     async fn user_page(
@@ -214,11 +214,11 @@ impl RecordStore for MemoryStore {
         team: &str,
         plan: &UserPagePlan,
     ) -> StoreResult<UserPageAnalyticsResponse> {
-        self.read(team, |d| answer::user_page(d, plan))
+        self.read(team, |d| Ok(d.user_page(plan)?))
     }
 
     async fn agent(&self, team: &str, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse> {
-        self.read(team, |d| answer::agent(d, plan))
+        self.read(team, |d| Ok(d.agent(plan)?))
     }
 
     async fn has_group_id(&self, team: &str, group_id: &str) -> StoreResult<bool> {
@@ -295,7 +295,7 @@ impl BillingStore for MemoryStore {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl StoreOps for MemoryStore {
     async fn health(&self) -> StoreResult<()> {
         self.meta().map(|_| ())
     }
@@ -326,7 +326,8 @@ mod tests {
     #[tokio::test]
     async fn conformance() {
         super::super::conformance::run_all(|| async {
-            std::sync::Arc::new(super::MemoryStore::new()) as std::sync::Arc<dyn super::Store>
+            std::sync::Arc::new(super::MemoryStore::new())
+                as std::sync::Arc<dyn crate::store::Store>
         })
         .await;
     }

@@ -12,13 +12,14 @@
 
 pub mod billing;
 pub mod cached;
+#[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod memory;
+mod open;
+mod ops;
 pub mod postgres;
 mod shared;
 pub mod sqlite;
-
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use usage_core::Violations;
@@ -31,6 +32,8 @@ use usage_core::time::Timestamp;
 use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
 
 pub use billing::Billing;
+pub use open::{open, open_sqlite, open_with};
+pub use ops::{CacheConfig, CacheStats, StoreOps, Token};
 
 /// Why a store call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -289,72 +292,11 @@ pub trait BillingStore: Send + Sync {
     async fn billing(&self, team: &str) -> StoreResult<Billing>;
 }
 
-/// A whole store.
-#[async_trait]
-pub trait Store: TeamStore + RecordStore + CapStore + BillingStore {
-    /// Whether the store answers (`/healthz`).
-    async fn health(&self) -> StoreResult<()>;
-    /// Applies the schema migrations not applied yet; returns how many it applied.
-    async fn migrate(&self) -> StoreResult<u32>;
-    /// Picks up changes other processes made (admin commands on a shared store).
-    async fn refresh(&self) -> StoreResult<()> {
-        Ok(())
-    }
-    /// The store's change counter: a number that moves whenever any process writes to the
-    /// store, read without touching the data. `None` (the default): the store has no
-    /// cheap counter, so nothing may cache its answers ([`cached::CachedMeta`] then reads
-    /// through).
-    async fn change_version(&self) -> StoreResult<Option<i64>> {
-        Ok(None)
-    }
-    /// A number that moves with every write of one team's records, users and groups, by
-    /// any process, where [`Store::change_version`] does not (PostgreSQL's counts the
-    /// metadata only). `None` (the default): the change counter moves with them too.
-    /// Together they say whether an answer computed earlier still holds (`v2` pages).
-    async fn team_version(&self, _team: &str) -> StoreResult<Option<i64>> {
-        Ok(None)
-    }
-    /// Loads every team's data into memory where the store caches it, and learns of the
-    /// stored rows that cannot be read ([`Store::unreadable_count`]).
-    async fn preload(&self) -> StoreResult<()> {
-        Ok(())
-    }
-    /// Every stored record row that cannot be read (contract section 11), found by a scan
-    /// of the whole store, team by team (`usage-server check`). Such rows stay in place;
-    /// queries answer without them.
-    async fn unreadable_rows(&self) -> StoreResult<Vec<UnreadableRow>> {
-        Ok(Vec::new())
-    }
-    /// How many unreadable rows this process knows of: those met since it opened the
-    /// store (every team is read at [`Store::preload`]) and by a scan (`/healthz`).
-    fn unreadable_count(&self) -> u64 {
-        0
-    }
-    /// Takes one token of a key's rate bucket shared by every server instance of the
-    /// store (section 9: one limit per key however many instances serve it): `Ok(())`,
-    /// or the wait until a token is free. `None`: the store has no shared buckets, and
-    /// each process limits its own requests.
-    async fn take_token(
-        &self,
-        _team: &str,
-        _key_id: &str,
-        _rate: crate::auth::rate::RateConfig,
-    ) -> Option<StoreResult<Result<(), std::time::Duration>>> {
-        None
-    }
-    /// Records held per kind (users, groups and every usage kind), for `GET /metrics`:
-    /// exact where the store holds its teams in memory, an estimate where it does not
-    /// (PostgreSQL). Empty when the store cannot tell.
-    async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>> {
-        Ok(Vec::new())
-    }
-    /// What the store's columnar cache has done, where it has one (PostgreSQL).
-    fn cache_stats(&self) -> Option<postgres::cache::CacheStats> {
-        None
-    }
-    /// Flushes and closes the store; later calls fail with [`StoreError::Unavailable`].
-    async fn close(&self) -> StoreResult<()>;
-}
+/// A whole store: the data the HTTP layer reads and writes, and the operations a server
+/// runs on it ([`StoreOps`]). Every type that implements the five traits is one.
+pub trait Store: TeamStore + RecordStore + CapStore + BillingStore + StoreOps {}
+
+impl<T: TeamStore + RecordStore + CapStore + BillingStore + StoreOps + ?Sized> Store for T {}
 
 /// The cap that applies to a user, and where it comes from (section 6): their own cap,
 /// else the minimum over their groups' caps (tie: bytewise smallest group id), else the
@@ -384,99 +326,9 @@ pub async fn effective_cap(
         .map(|c| (c, "team".to_string())))
 }
 
-/// Opens the store named by a `--store` value: `memory:`, `sqlite:PATH`, or a PostgreSQL
-/// URL (`postgres://…` or `postgresql://…`).
-///
-/// # Errors
-/// An unknown scheme, `sqlite:` without a path, or a store that cannot be opened (a file
-/// that cannot be opened or migrated, a database that cannot be reached or migrated).
-pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
-    open_with(spec, postgres::cache::CacheConfig::OFF).await
-}
-
-/// [`open`], with a columnar cache of the teams served where the store keeps its data
-/// elsewhere (PostgreSQL; the memory and SQLite stores hold their teams in memory anyway).
-///
-/// # Errors
-/// As [`open`].
-pub async fn open_with(
-    spec: &str,
-    cache: postgres::cache::CacheConfig,
-) -> Result<Arc<dyn Store>, String> {
-    if spec == "memory:" || spec == "memory" {
-        return Ok(Arc::new(memory::MemoryStore::new()));
-    }
-    if let Some(s) = open_sqlite(spec).await {
-        // Keys, teams, caps and billing from memory while the change counter is polled
-        // (a running server's poller); without polling every call reads the file.
-        return Ok(Arc::new(cached::CachedMeta::new(
-            Arc::new(s?),
-            cached::MAX_AGE,
-        )));
-    }
-    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-        let s = postgres::PgStore::open_with(spec, cache)
-            .await
-            .map_err(|e| format!("cannot open the PostgreSQL store: {e}"))?;
-        if cache.bytes == 0 {
-            return Ok(Arc::new(s));
-        }
-        // A server with a cache keeps keys, teams, caps and billing in memory too, dropped
-        // when the store's metadata counter moves (polled with the change feed's cadence).
-        return Ok(Arc::new(cached::CachedMeta::new(
-            Arc::new(s),
-            cached::MAX_AGE,
-        )));
-    }
-    Err(format!(
-        "unknown store `{spec}`: use memory:, sqlite:PATH or postgres://…"
-    ))
-}
-
-/// Opens the SQLite store a `--store` value names; `None` when it names another store.
-///
-/// # Errors
-/// `sqlite:` without a path, or a file that cannot be opened or migrated.
-pub async fn open_sqlite(spec: &str) -> Option<Result<sqlite::SqliteStore, String>> {
-    let path = spec.strip_prefix("sqlite:")?;
-    let path = path.strip_prefix("//").unwrap_or(path);
-    if path.is_empty() {
-        return Some(Err("`sqlite:` needs a path, e.g. sqlite:usage.db".into()));
-    }
-    Some(
-        sqlite::SqliteStore::open(std::path::Path::new(path))
-            .await
-            .map_err(|e| format!("cannot open {spec}: {e}")),
-    )
-}
-
 /// Checks a batch with [`TeamData::prepare`] for the kinds whose rules read stored data.
 pub(crate) fn prepare(data: &TeamData, batch: &Batch, now: Timestamp) -> StoreResult<Batch> {
     data.prepare(batch, now)
         .map(std::borrow::Cow::into_owned)
         .map_err(StoreError::Invalid)
-}
-
-/// Answers the read-side of [`RecordStore`] from a team's in-memory data.
-pub(crate) mod answer {
-    use super::*;
-
-    pub(crate) fn analytics(
-        d: &TeamData,
-        plan: &AnalyticsPlan,
-        limits: &Limits,
-    ) -> StoreResult<AnalyticsResponse> {
-        Ok(d.analytics(plan, limits)?)
-    }
-
-    pub(crate) fn user_page(
-        d: &TeamData,
-        plan: &UserPagePlan,
-    ) -> StoreResult<UserPageAnalyticsResponse> {
-        Ok(d.user_page(plan)?)
-    }
-
-    pub(crate) fn agent(d: &TeamData, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse> {
-        Ok(d.agent(plan)?)
-    }
 }

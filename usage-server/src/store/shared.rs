@@ -238,7 +238,7 @@ pub(crate) fn poisoned<T>(_: T) -> StoreError {
 /// to the blocking pool so that no answer holds up the async runtime for long.
 pub(crate) const INLINE_ROWS: usize = 100_000;
 
-/// Records held per kind by teams in memory ([`super::Store::record_counts`]): every kind
+/// Records held per kind by teams in memory ([`super::StoreOps::record_counts`]): every kind
 /// of team data, in [`TeamData::segment_kinds`] order, zero included.
 pub(crate) fn count_records<'a>(
     teams: impl Iterator<Item = &'a std::sync::RwLock<usage_core::eval::TeamData>>,

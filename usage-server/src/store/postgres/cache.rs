@@ -38,7 +38,7 @@ use usage_core::schema::records::{self, RecordKind, RecordType};
 use super::tls::Connector;
 use super::{dialect, names, people, pg_err, pool_err, rows};
 use crate::store::shared::INLINE_ROWS;
-use crate::store::{StoreError, StoreResult};
+use crate::store::{CacheConfig, CacheStats, StoreError, StoreResult};
 
 /// The channel of change notifications; the payload is the team's id.
 const CHANNEL: &str = "usage_changes";
@@ -53,55 +53,6 @@ pub const RECHECK: Duration = Duration::from_millis(500);
 
 /// How long the listener waits before connecting again after its connection failed.
 const RECONNECT: Duration = Duration::from_millis(500);
-
-/// How the cache is set up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheConfig {
-    /// The budget, in bytes, of the teams' columns held; 0 turns the cache off (every
-    /// query is pushed down to SQL).
-    pub bytes: usize,
-    /// Whether a query waits for its team's first load (tests). Otherwise, as a server
-    /// runs, queries are pushed down to SQL while the load runs.
-    pub wait_for_load: bool,
-}
-
-impl CacheConfig {
-    /// No cache: every query is pushed down to SQL (the store of the CLI's commands).
-    pub const OFF: CacheConfig = CacheConfig {
-        bytes: 0,
-        wait_for_load: false,
-    };
-
-    /// The default budget of `serve`: a quarter of the machine's memory (`MemTotal` of
-    /// `/proc/meminfo`), or 1 GiB where that cannot be read.
-    pub fn default_bytes() -> usize {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| {
-                m.lines()
-                    .find_map(|l| l.strip_prefix("MemTotal:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-            })
-            .map_or(1 << 30, |kib| kib * 1024 / 4)
-    }
-}
-
-/// What the cache has done since the store opened.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct CacheStats {
-    /// Queries answered from memory.
-    pub hits: u64,
-    /// Queries pushed down to SQL (no cache, team loading or too large).
-    pub pushdowns: u64,
-    /// Teams loaded.
-    pub loads: u64,
-    /// Catch-ups that read changes.
-    pub catch_ups: u64,
-    /// Teams dropped to keep to the budget.
-    pub evictions: u64,
-    /// Bytes of columns held now.
-    pub bytes: u64,
-}
 
 /// A team's change position: the number of its last write of team data, and of its last
 /// write of users or groups.

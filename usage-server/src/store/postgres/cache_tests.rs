@@ -16,10 +16,12 @@ use usage_core::time::Timestamp;
 use usage_core::wire::AnalyticsRequest;
 use usage_core::wire::decode::decode;
 
-use super::cache::{CacheConfig, RECHECK};
+use super::PgStore;
+use super::cache::RECHECK;
 use super::tests::{Schema, new_team};
-use super::{PgStore, Store};
+use crate::store::CacheConfig;
 use crate::store::RecordStore;
+use crate::store::Store;
 
 /// A cache that holds everything and lets queries wait for their team's first load.
 const ALL: CacheConfig = CacheConfig {

@@ -28,7 +28,7 @@
 //! columns several files name, and what a statement is made of; `rows.rs` decodes.
 //! `tls.rs` reads the URL's `sslmode` and `sslrootcert` and makes the TLS connector of the
 //! pool and the cache's listener. This file holds the store, its pool, the error mapping
-//! and the [`Store`] impl.
+//! and the [`StoreOps`] impl.
 
 mod billing;
 pub mod cache;
@@ -66,7 +66,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::types::ToSql;
 
 use super::shared::{Unreadable, closed};
-use super::{Store, StoreError, StoreResult, UnreadableRow};
+use super::{CacheConfig, CacheStats, StoreError, StoreOps, StoreResult, Token, UnreadableRow};
 use expr::{Param, Statement};
 
 fn pg_err(e: tokio_postgres::Error) -> StoreError {
@@ -201,14 +201,14 @@ impl PgStore {
     /// When the URL does not parse, the root certificates cannot be read, or the database
     /// cannot be reached (a server certificate that does not pass included), or migrated.
     pub async fn open(url: &str) -> StoreResult<PgStore> {
-        PgStore::open_with(url, cache::CacheConfig::OFF).await
+        PgStore::open_with(url, CacheConfig::OFF).await
     }
 
     /// [`PgStore::open`] with a columnar cache of the teams it serves ([`cache`]).
     ///
     /// # Errors
     /// As [`PgStore::open`].
-    pub async fn open_with(url: &str, cache: cache::CacheConfig) -> StoreResult<PgStore> {
+    pub async fn open_with(url: &str, cache: CacheConfig) -> StoreResult<PgStore> {
         let (mut s, tls) = PgStore::connect(url, cache)?;
         s.applied_at_open = match s.apply_migrations().await {
             Ok(n) => n,
@@ -225,14 +225,14 @@ impl PgStore {
     /// Citus coordinator: a store made before the extension came.
     #[cfg(test)]
     pub(super) async fn open_undistributed(url: &str) -> StoreResult<PgStore> {
-        let (mut s, _) = PgStore::connect(url, cache::CacheConfig::OFF)?;
+        let (mut s, _) = PgStore::connect(url, CacheConfig::OFF)?;
         s.applied_at_open = s.migrate_schema(false).await?;
         Ok(s)
     }
 
     /// The store's pool of connections to `url`, with the session settings and the TLS
     /// the URL asks for (returned too); nothing is sent to the database yet.
-    fn connect(url: &str, cache: cache::CacheConfig) -> StoreResult<(PgStore, tls::Tls)> {
+    fn connect(url: &str, cache: CacheConfig) -> StoreResult<(PgStore, tls::Tls)> {
         let url_err = |e: String| StoreError::Unavailable(format!("PostgreSQL URL: {e}"));
         let (url, tls) = tls::split_url(url).map_err(url_err)?;
         let mut cfg =
@@ -291,7 +291,7 @@ impl PgStore {
 }
 
 #[async_trait]
-impl Store for PgStore {
+impl StoreOps for PgStore {
     async fn health(&self) -> StoreResult<()> {
         let c = self.client().await?;
         c.query_one("SELECT 1", &[]).await.map_err(pg_err)?;
@@ -377,13 +377,46 @@ impl Store for PgStore {
         Ok(Some(row.map_or(0, |r| r.get(0))))
     }
 
+    /// One token of the key's bucket in `rate_buckets`, in one statement: the bucket is
+    /// refilled by the time since its last use on the database's clock (instances' clocks
+    /// may differ), then one token is taken if one is there. Concurrent requests of any
+    /// instance serialize on the bucket's row. The clock is read once, in the inserted
+    /// row, and the update reads it from there (`EXCLUDED.at`): Citus evaluates a
+    /// function of the inserted values on the coordinator, and refuses any in the update.
     async fn take_token(
         &self,
         team: &str,
         key_id: &str,
         rate: crate::auth::rate::RateConfig,
-    ) -> Option<StoreResult<Result<(), std::time::Duration>>> {
-        Some(self.take_token_now(team, key_id, rate).await)
+    ) -> StoreResult<Token> {
+        const NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+        let burst = f64::from(rate.burst.max(1));
+        let per_micro = f64::from(rate.per_minute) / 60e6;
+        let avail = "LEAST($3::float8, b.tokens + GREATEST(EXCLUDED.at - b.at, 0) * $4::float8)";
+        let statement = format!(
+            "INSERT INTO rate_buckets AS b (team_id, key_id, tokens, at, granted) \
+             VALUES ($1, $2, $3::float8 - 1, {NOW}, TRUE) \
+             ON CONFLICT (team_id, key_id) DO UPDATE SET \
+             granted = {avail} >= 1, \
+             tokens = {avail} - CASE WHEN {avail} >= 1 THEN 1 ELSE 0 END, \
+             at = GREATEST(b.at, EXCLUDED.at) \
+             RETURNING granted, tokens"
+        );
+        let c = self.client().await?;
+        let row = c
+            .query_one(statement.as_str(), &[&team, &key_id, &burst, &per_micro])
+            .await
+            .map_err(pg_err)?;
+        let (granted, tokens): (bool, f64) = (row.get(0), row.get(1));
+        Ok(if granted {
+            Token::Granted
+        } else if per_micro <= 0.0 {
+            Token::Wait(std::time::Duration::from_secs(60))
+        } else {
+            Token::Wait(std::time::Duration::from_secs_f64(
+                ((1.0 - tokens) / per_micro / 1e6).max(0.0),
+            ))
+        })
     }
 
     /// The planner's live-row estimates of the tables (`pg_stat_user_tables`): a count
@@ -415,7 +448,7 @@ impl Store for PgStore {
             .collect())
     }
 
-    fn cache_stats(&self) -> Option<cache::CacheStats> {
+    fn cache_stats(&self) -> Option<CacheStats> {
         (self.cache.budget() > 0).then(|| self.cache.stats())
     }
 
@@ -429,49 +462,7 @@ impl Store for PgStore {
 
 impl PgStore {
     /// What the columnar cache has done since the store opened.
-    pub fn cache_stats(&self) -> cache::CacheStats {
+    pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
-    }
-
-    /// One token of the key's bucket in `rate_buckets`, in one statement: the bucket is
-    /// refilled by the time since its last use on the database's clock (instances' clocks
-    /// may differ), then one token is taken if one is there. Concurrent requests of any
-    /// instance serialize on the bucket's row. The clock is read once, in the inserted
-    /// row, and the update reads it from there (`EXCLUDED.at`): Citus evaluates a
-    /// function of the inserted values on the coordinator, and refuses any in the update.
-    async fn take_token_now(
-        &self,
-        team: &str,
-        key_id: &str,
-        rate: crate::auth::rate::RateConfig,
-    ) -> StoreResult<Result<(), std::time::Duration>> {
-        const NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
-        let burst = f64::from(rate.burst.max(1));
-        let per_micro = f64::from(rate.per_minute) / 60e6;
-        let avail = "LEAST($3::float8, b.tokens + GREATEST(EXCLUDED.at - b.at, 0) * $4::float8)";
-        let statement = format!(
-            "INSERT INTO rate_buckets AS b (team_id, key_id, tokens, at, granted) \
-             VALUES ($1, $2, $3::float8 - 1, {NOW}, TRUE) \
-             ON CONFLICT (team_id, key_id) DO UPDATE SET \
-             granted = {avail} >= 1, \
-             tokens = {avail} - CASE WHEN {avail} >= 1 THEN 1 ELSE 0 END, \
-             at = GREATEST(b.at, EXCLUDED.at) \
-             RETURNING granted, tokens"
-        );
-        let c = self.client().await?;
-        let row = c
-            .query_one(statement.as_str(), &[&team, &key_id, &burst, &per_micro])
-            .await
-            .map_err(pg_err)?;
-        let (granted, tokens): (bool, f64) = (row.get(0), row.get(1));
-        Ok(if granted {
-            Ok(())
-        } else if per_micro <= 0.0 {
-            Err(std::time::Duration::from_secs(60))
-        } else {
-            Err(std::time::Duration::from_secs_f64(
-                ((1.0 - tokens) / per_micro / 1e6).max(0.0),
-            ))
-        })
     }
 }

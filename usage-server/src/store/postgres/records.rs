@@ -24,7 +24,7 @@ use super::{
 };
 use crate::store::shared::{ingested, stream, written_whole};
 use crate::store::{
-    Change, IMPORT_ACTOR, RecordStore, RecordStream, StoreError, StoreResult, answer, prepare,
+    Change, IMPORT_ACTOR, RecordStore, RecordStream, StoreError, StoreResult, prepare,
 };
 
 /// An import of at least this many records refreshes the table's planner statistics.
@@ -478,7 +478,7 @@ impl RecordStore for PgStore {
     ) -> StoreResult<AnalyticsResponse> {
         if let Some(h) = self.cache.held(team).await? {
             let (plan, limits) = (plan.clone(), *limits);
-            return h.read(move |d| answer::analytics(d, &plan, &limits)).await;
+            return h.read(move |d| Ok(d.analytics(&plan, &limits)?)).await;
         }
         let c = self.client().await?;
         if let Some(g) = &plan.group_name {
@@ -526,7 +526,7 @@ impl RecordStore for PgStore {
     ) -> StoreResult<UserPageAnalyticsResponse> {
         if let Some(h) = self.cache.held(team).await? {
             let plan = plan.clone();
-            return h.read(move |d| answer::user_page(d, &plan)).await;
+            return h.read(move |d| Ok(d.user_page(&plan)?)).await;
         }
         let c = self.client().await?;
         if let Some(g) = &plan.group_name {
@@ -551,7 +551,7 @@ impl RecordStore for PgStore {
     async fn agent(&self, team: &str, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse> {
         if let Some(h) = self.cache.held(team).await? {
             let plan = plan.clone();
-            return h.read(move |d| answer::agent(d, &plan)).await;
+            return h.read(move |d| Ok(d.agent(&plan)?)).await;
         }
         let c = self.client().await?;
         // An e-mail holding U+0000 matches nobody (and cannot be sent).

@@ -17,8 +17,8 @@ use rcgen::{
 };
 use rustls::pki_types::pem::PemObject;
 
-use super::cache::CacheConfig;
 use super::{PgStore, StoreError};
+use crate::store::CacheConfig;
 
 /// The certificates of the tests: the CAs as PEM files in a directory of their own, the
 /// server's as PEM text.

@@ -17,8 +17,8 @@ use usage_core::wire::decode::decode;
 use usage_core::wire::{AnalyticsRequest, AnalyticsResponse};
 
 use super::PgStore;
-use super::cache::CacheConfig;
 use super::tests::{Engine, Schema, new_team};
+use crate::store::CacheConfig;
 use crate::store::RecordStore;
 
 const ZONES: &[&str] = &[

@@ -6,7 +6,7 @@
 //! caps and billing from memory between two checks of the change counter.
 //! Records are stored in the evaluator's columnar form, as one segment per team and kind
 //! plus a log of the writes since (`segments.rs`); they are loaded into one [`TeamData`]
-//! per team and kept current by [`Store::refresh`]: every write bumps a change counter
+//! per team and kept current by [`StoreOps::refresh`]: every write bumps a change counter
 //! (`meta.version`) and stamps its log entry and its team with it, so a reader only reads
 //! what changed, and long logs are folded into new segments in the background. WAL mode
 //! lets several processes share the file; `synchronous=FULL` makes every acknowledged
@@ -15,7 +15,7 @@
 //! One file per concern, mirroring the store traits (and named as in the PostgreSQL
 //! store): `schema.rs` (migrations), `teams.rs` (teams and keys), `caps.rs` (caps and the
 //! audit log), `billing.rs` and `records.rs` (ingest, import, and queries over the cached
-//! records). This file holds the store, its connections and the [`Store`] impl.
+//! records). This file holds the store, its connections and the [`StoreOps`] impl.
 
 mod billing;
 mod caps;
@@ -37,7 +37,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction};
 use usage_core::eval::TeamData;
 
 use super::shared::{Unreadable, closed, poisoned};
-use super::{Store, StoreError, StoreResult, UnreadableRow};
+use super::{StoreError, StoreOps, StoreResult, UnreadableRow};
 use schema::apply_migrations;
 
 fn db_err(e: rusqlite::Error) -> StoreError {
@@ -74,7 +74,7 @@ struct Inner {
     seen_version: AtomicI64,
     /// Whether a compaction runs in the background.
     compacting: AtomicBool,
-    /// Whether [`Store::refresh`] starts compactions (on unless turned off).
+    /// Whether [`StoreOps::refresh`] starts compactions (on unless turned off).
     auto_compact: AtomicBool,
     applied_at_open: u32,
     /// The rows met that cannot be read (contract section 11).
@@ -213,7 +213,7 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl StoreOps for SqliteStore {
     async fn health(&self) -> StoreResult<()> {
         self.blocking(|i| {
             i.with_reader(|conn| {
@@ -346,7 +346,7 @@ impl SqliteStore {
         .await
     }
 
-    /// Turns the compactions that [`Store::refresh`] starts in the background on or off
+    /// Turns the compactions that [`StoreOps::refresh`] starts in the background on or off
     /// (on by default): a process that only reads, or a test that compacts by hand.
     pub fn set_auto_compact(&self, on: bool) {
         self.inner.auto_compact.store(on, Ordering::Release);

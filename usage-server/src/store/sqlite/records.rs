@@ -20,7 +20,7 @@ use super::segments::{self, Position};
 use super::{Cached, Inner, SqliteStore, bump, db_err, team_exists};
 use crate::store::shared::{Unreadable, ingested, poisoned, stream, written_whole};
 use crate::store::{
-    Change, IMPORT_ACTOR, RecordStore, RecordStream, StoreResult, UnreadableRow, answer, prepare,
+    Change, IMPORT_ACTOR, RecordStore, RecordStream, StoreResult, UnreadableRow, prepare,
 };
 
 /// A JSON row's record and its kind, or why it cannot be read.
@@ -485,7 +485,7 @@ impl RecordStore for SqliteStore {
         limits: &Limits,
     ) -> StoreResult<AnalyticsResponse> {
         let (plan, limits) = (plan.clone(), *limits);
-        self.read_team(team, move |d| answer::analytics(d, &plan, &limits))
+        self.read_team(team, move |d| Ok(d.analytics(&plan, &limits)?))
             .await
     }
 
@@ -495,13 +495,12 @@ impl RecordStore for SqliteStore {
         plan: &UserPagePlan,
     ) -> StoreResult<UserPageAnalyticsResponse> {
         let plan = plan.clone();
-        self.read_team(team, move |d| answer::user_page(d, &plan))
-            .await
+        self.read_team(team, move |d| Ok(d.user_page(&plan)?)).await
     }
 
     async fn agent(&self, team: &str, plan: &AgentPlan) -> StoreResult<AgentAnalyticsResponse> {
         let plan = plan.clone();
-        self.read_team(team, move |d| answer::agent(d, &plan)).await
+        self.read_team(team, move |d| Ok(d.agent(&plan)?)).await
     }
 
     async fn has_group_id(&self, team: &str, group_id: &str) -> StoreResult<bool> {

@@ -7,7 +7,7 @@ use usage_core::schema::Plan;
 use usage_core::schema::records::GROUPS;
 use usage_core::time::Timestamp;
 
-use crate::store::{NewTeam, RecordStore, TeamStore};
+use crate::store::{NewTeam, RecordStore, Store, TeamStore};
 
 use super::schema::MIGRATIONS;
 use super::*;

@@ -1,0 +1,69 @@
+//! Opening the store a `--store` value names: the one place outside the stores' own
+//! folders that names a backend.
+
+use std::sync::Arc;
+
+use super::{CacheConfig, Store, cached, memory, postgres, sqlite};
+
+/// Opens the store named by a `--store` value: `memory:`, `sqlite:PATH`, or a PostgreSQL
+/// URL (`postgres://…` or `postgresql://…`).
+///
+/// # Errors
+/// An unknown scheme, `sqlite:` without a path, or a store that cannot be opened (a file
+/// that cannot be opened or migrated, a database that cannot be reached or migrated).
+pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
+    open_with(spec, CacheConfig::OFF).await
+}
+
+/// [`open`], with a columnar cache of the teams served where the store keeps its data
+/// elsewhere (PostgreSQL; the memory and SQLite stores hold their teams in memory anyway).
+///
+/// # Errors
+/// As [`open`].
+pub async fn open_with(spec: &str, cache: CacheConfig) -> Result<Arc<dyn Store>, String> {
+    if spec == "memory:" || spec == "memory" {
+        return Ok(Arc::new(memory::MemoryStore::new()));
+    }
+    if let Some(s) = open_sqlite(spec).await {
+        // Keys, teams, caps and billing from memory while the change counter is polled
+        // (a running server's poller); without polling every call reads the file.
+        return Ok(Arc::new(cached::CachedMeta::new(
+            Arc::new(s?),
+            cached::MAX_AGE,
+        )));
+    }
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        let s = postgres::PgStore::open_with(spec, cache)
+            .await
+            .map_err(|e| format!("cannot open the PostgreSQL store: {e}"))?;
+        if cache.bytes == 0 {
+            return Ok(Arc::new(s));
+        }
+        // A server with a cache keeps keys, teams, caps and billing in memory too, dropped
+        // when the store's metadata counter moves (polled with the change feed's cadence).
+        return Ok(Arc::new(cached::CachedMeta::new(
+            Arc::new(s),
+            cached::MAX_AGE,
+        )));
+    }
+    Err(format!(
+        "unknown store `{spec}`: use memory:, sqlite:PATH or postgres://…"
+    ))
+}
+
+/// Opens the SQLite store a `--store` value names; `None` when it names another store.
+///
+/// # Errors
+/// `sqlite:` without a path, or a file that cannot be opened or migrated.
+pub async fn open_sqlite(spec: &str) -> Option<Result<sqlite::SqliteStore, String>> {
+    let path = spec.strip_prefix("sqlite:")?;
+    let path = path.strip_prefix("//").unwrap_or(path);
+    if path.is_empty() {
+        return Some(Err("`sqlite:` needs a path, e.g. sqlite:usage.db".into()));
+    }
+    Some(
+        sqlite::SqliteStore::open(std::path::Path::new(path))
+            .await
+            .map_err(|e| format!("cannot open {spec}: {e}")),
+    )
+}
