@@ -44,6 +44,7 @@ pub mod eval;
 pub mod ident;
 pub mod load;
 pub mod plan;
+pub mod ranges;
 pub mod schema;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -159,29 +159,6 @@ pub struct FilterPlan {
     pub test: FilterTest,
 }
 
-/// For a filter on the record's time or one of its dates (`hour`, `timestamp`, `date`,
-/// `date UTC±H[:MM]`, `date <IANA zone>`): the instants that pass, in microseconds, as
-/// inclusive ranges, sorted and disjoint, `i64::MIN` and `i64::MAX` standing for open ends.
-/// `None` for a filter on any other field. The evaluator and the SQL stores compile such
-/// filters to ranges of the time column from this one computation.
-///
-/// ```
-/// use usage_core::plan::{FilterTest, FilterValue, instant_ranges};
-/// use usage_core::schema::{FilterOp, Source};
-/// use usage_core::time::{Date, Timestamp};
-///
-/// let ny = Source::UserData.spec().resolve("date America/New_York").unwrap();
-/// let day = Date::parse("2026-03-08").unwrap();
-/// let r = instant_ranges(ny, &FilterTest::Compare(FilterOp::Equal, FilterValue::Date(day)));
-/// // 8 March 2026 in New York: 05:00 UTC to 04:00 UTC the next day (23 hours).
-/// let start = Timestamp::parse_rfc3339("2026-03-08T05:00:00Z").unwrap().0;
-/// let end = Timestamp::parse_rfc3339("2026-03-09T04:00:00Z").unwrap().0;
-/// assert_eq!(r, Some(vec![(start, end - 1)]));
-/// ```
-pub fn instant_ranges(field: FieldRef, test: &FilterTest) -> Option<Vec<(i64, i64)>> {
-    crate::eval::select::instant_set(field, test).map(|s| s.ranges().to_vec())
-}
-
 /// What a filter tests.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FilterTest {

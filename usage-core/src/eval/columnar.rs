@@ -27,12 +27,11 @@ use std::collections::{HashMap, HashSet};
 
 use super::answer::item_bytes;
 use super::answer::{item, metadata};
-use super::select::{
-    Bitmap, Pred, RangeSet, Sel, instant_set, key_range, scan, select, text_pred, time_range_pred,
-};
+use super::select::{Bitmap, Pred, Sel, scan, select, text_pred, time_range_pred};
 use super::store::{Column, Packed, Table};
 use super::value::{Value, average, passes, pcw_value};
 use crate::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, SelectionPlan, TimeRange};
+use crate::ranges::{RangeSet, instant_set, key_range};
 use crate::schema::records::RecordType;
 use crate::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use crate::time::{Date, MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Timestamp};

@@ -31,6 +31,8 @@ use super::Op;
 use super::ops::permission;
 use crate::error::Code;
 
+mod v2;
+
 /// The scope fields of a cap: exactly one is given (rule `scope`, contract section 6).
 const SCOPES: [&str; 3] = ["team_level", "group_id", "user_email"];
 
@@ -168,7 +170,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         parameters: vec![],
     });
     out.extend(Op::ALL.into_iter().map(op_endpoint));
-    out.extend(super::v2::openapi_endpoints());
+    out.extend(v2::endpoints());
     out
 }
 

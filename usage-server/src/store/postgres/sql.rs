@@ -4,7 +4,8 @@
 
 use std::fmt::Write;
 
-use usage_core::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, TimeRange, instant_ranges};
+use usage_core::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, TimeRange};
+use usage_core::ranges::instant_ranges;
 use usage_core::schema::records::{RecordKind, RecordType};
 use usage_core::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR};

@@ -1,0 +1,172 @@
+//! The v2 `GET` endpoints in the OpenAPI document, from the tables their handlers use
+//! ([`crate::http::v2`]): paths, parameters, permissions and page shapes.
+
+use serde_json::{Value, json};
+use usage_core::WireEnum;
+
+use super::super::v2::{DEFAULT_LIMIT, Endpoint, GROUPS, MAX_LIMIT, SOURCES};
+use super::{Endpoint as Doc, JSON, schema_ref};
+use crate::error::Code;
+
+/// The GET endpoints in the OpenAPI document, from the same tables the handlers use.
+pub(super) fn endpoints() -> Vec<Doc> {
+    let param = |name: &str, required: bool, schema: Value, description: &str| json!({"name": name, "in": "query", "required": required, "schema": schema, "description": description});
+    let day = json!({"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"});
+    let tz_param = || {
+        param(
+            "tz",
+            false,
+            json!({"type": "string", "pattern": "^(UTC([+-][0-9]{1,2}(:[0-9]{2})?)?|[A-Za-z][A-Za-z0-9_+/-]*)$"}),
+            "The zone of the days: UTC (the default), an offset UTC±H[:MM] (−12:00 to +14:00) \
+             or an IANA time zone name (America/New_York), daylight saving time applied per \
+             instant.",
+        )
+    };
+    let paging = || {
+        vec![
+            param(
+                "limit",
+                false,
+                json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}),
+                "Rows a page.",
+            ),
+            param(
+                "cursor",
+                false,
+                json!({"type": "string"}),
+                "`next_cursor` of the previous page, with the same other parameters.",
+            ),
+        ]
+    };
+    let page = |field: &str, item: Value| {
+        json!({
+            "type": "object",
+            "required": [field, "next_cursor"],
+            "properties": {
+                field: {"type": "array", "items": item},
+                "next_cursor": {"type": ["string", "null"], "description": "The next page's cursor; null on the last page."},
+            },
+        })
+    };
+    let errors = || {
+        vec![
+            Code::InvalidArgument,
+            Code::Unauthenticated,
+            Code::PermissionDenied,
+            Code::ResourceExhausted,
+            Code::Unavailable,
+        ]
+    };
+    let desc = |e: Endpoint| {
+        format!(
+            "Extension. Key: `Authorization: Bearer` with `{}`. Keyset pages: every row that existed \
+             when paging began is returned once even while records are ingested. Unknown or repeated \
+             parameters are 400s naming the parameter. Takes {}.",
+            e.permission().identifier(),
+            e.params().join(", ")
+        )
+    };
+    let mut daily_params = vec![
+        param("start", true, day.clone(), "First day, included."),
+        param("end", true, day.clone(), "Last day, included."),
+        param(
+            "source",
+            false,
+            json!({"type": "string", "enum": SOURCES.map(|(n, _)| n), "default": "autocomplete"}),
+            "The data source.",
+        ),
+        param(
+            "group_by",
+            false,
+            json!({"type": "string", "enum": GROUPS.map(|(n, _)| n)}),
+            "Rows per day and per this (`user`: the developer's api_key).",
+        ),
+        tz_param(),
+    ];
+    daily_params.extend(paging());
+    let mut activity_params = vec![
+        param("start", true, day.clone(), "First day, included."),
+        param("end", true, day, "Last day, included."),
+        param(
+            "group",
+            false,
+            json!({"type": "string"}),
+            "Only this group's members (its name).",
+        ),
+    ];
+    activity_params.push(tz_param());
+    activity_params.extend(paging());
+    vec![
+        Doc {
+            path: "/api/v2/usage/daily".into(),
+            // HEAD is served too (the same headers); documented as GET only, since
+            // schemathesis 4.32 crashes generating HEAD cases of these (its own error).
+            methods: &["get"],
+            operation_id: "UsageDaily".into(),
+            tag: "analytics",
+            summary: "Usage per day (and per user, language or IDE).".into(),
+            description: format!(
+                "{} Each row: `date`, the group's value, the sums of the source's count fields and \
+                 `distinct_users` (not when grouped by user), as strings.",
+                desc(Endpoint::Daily)
+            ),
+            request: None,
+            ok: page(
+                "data",
+                json!({"type": "object", "additionalProperties": {"type": "string"}}),
+            ),
+            errors: errors(),
+            media_type: JSON,
+            also: vec![],
+            parameters: daily_params,
+        },
+        Doc {
+            path: "/api/v2/users/activity".into(),
+            // HEAD is served too (the same headers); documented as GET only, since
+            // schemathesis 4.32 crashes generating HEAD cases of these (its own error).
+            methods: &["get"],
+            operation_id: "UsersActivity".into(),
+            tag: "analytics",
+            summary: "Every user's activity in a period, by e-mail.".into(),
+            description: format!(
+                "{} The rows of `UserPageAnalytics`.",
+                desc(Endpoint::Activity)
+            ),
+            request: None,
+            ok: page("data", schema_ref("UserStats")),
+            errors: errors(),
+            media_type: JSON,
+            also: vec![],
+            parameters: activity_params,
+        },
+        Doc {
+            path: "/api/v2/audit".into(),
+            // HEAD is served too (the same headers); documented as GET only, since
+            // schemathesis 4.32 crashes generating HEAD cases of these (its own error).
+            methods: &["get"],
+            operation_id: "Audit".into(),
+            tag: "billing",
+            summary: "Cap and billing changes, oldest first.".into(),
+            description: desc(Endpoint::Audit),
+            request: None,
+            ok: page(
+                "entries",
+                json!({
+                    "type": "object",
+                    "required": ["time", "key_id", "scope", "old", "new"],
+                    "properties": {
+                        "time": {"type": "string"},
+                        "key_id": {"type": "string"},
+                        "scope": {"type": "string", "description": "`team`, `group:ID` or `user:EMAIL` for a cap; `billing` for a change of plan, seats, credits or cycle."},
+                        "old": {"description": "The cap before (null: none), or for `billing` the state before.", "anyOf": [{"type": "integer"}, {"type": "null"}, {"$ref": "#/components/schemas/BillingState"}]},
+                        "new": {"description": "The cap after (null: none), or for `billing` the state after.", "anyOf": [{"type": "integer"}, {"type": "null"}, {"$ref": "#/components/schemas/BillingState"}]},
+                    },
+                }),
+            ),
+            errors: errors(),
+            media_type: JSON,
+            also: vec![],
+            parameters: paging(),
+        },
+    ]
+}
