@@ -42,6 +42,7 @@ mod dialect;
 mod expr;
 mod names;
 mod people;
+mod rate;
 mod records;
 mod rows;
 mod schema;
@@ -157,6 +158,8 @@ pub struct PgStore {
     citus: AtomicBool,
     /// The unreadable rows found by the last scan (contract section 11).
     unreadable: Unreadable,
+    /// The shared rate buckets' tokens this instance holds ([`rate`]).
+    leases: rate::Leases,
 }
 
 /// Settings of every store session, each unless the store URL's `options` set it.
@@ -267,6 +270,7 @@ impl PgStore {
             applied_at_open: 0,
             citus: AtomicBool::new(false),
             unreadable: Unreadable::default(),
+            leases: rate::Leases::default(),
         };
         Ok((store, tls))
     }
@@ -377,46 +381,15 @@ impl StoreOps for PgStore {
         Ok(Some(row.map_or(0, |r| r.get(0))))
     }
 
-    /// One token of the key's bucket in `rate_buckets`, in one statement: the bucket is
-    /// refilled by the time since its last use on the database's clock (instances' clocks
-    /// may differ), then one token is taken if one is there. Concurrent requests of any
-    /// instance serialize on the bucket's row. The clock is read once, in the inserted
-    /// row, and the update reads it from there (`EXCLUDED.at`): Citus evaluates a
-    /// function of the inserted values on the coordinator, and refuses any in the update.
+    /// One token of the key's bucket in `rate_buckets`, from a lease this instance holds
+    /// when it has one ([`rate`]).
     async fn take_token(
         &self,
         team: &str,
         key_id: &str,
         rate: crate::auth::rate::RateConfig,
     ) -> StoreResult<Token> {
-        const NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
-        let burst = f64::from(rate.burst.max(1));
-        let per_micro = f64::from(rate.per_minute) / 60e6;
-        let avail = "LEAST($3::float8, b.tokens + GREATEST(EXCLUDED.at - b.at, 0) * $4::float8)";
-        let statement = format!(
-            "INSERT INTO rate_buckets AS b (team_id, key_id, tokens, at, granted) \
-             VALUES ($1, $2, $3::float8 - 1, {NOW}, TRUE) \
-             ON CONFLICT (team_id, key_id) DO UPDATE SET \
-             granted = {avail} >= 1, \
-             tokens = {avail} - CASE WHEN {avail} >= 1 THEN 1 ELSE 0 END, \
-             at = GREATEST(b.at, EXCLUDED.at) \
-             RETURNING granted, tokens"
-        );
-        let c = self.client().await?;
-        let row = c
-            .query_one(statement.as_str(), &[&team, &key_id, &burst, &per_micro])
-            .await
-            .map_err(pg_err)?;
-        let (granted, tokens): (bool, f64) = (row.get(0), row.get(1));
-        Ok(if granted {
-            Token::Granted
-        } else if per_micro <= 0.0 {
-            Token::Wait(std::time::Duration::from_secs(60))
-        } else {
-            Token::Wait(std::time::Duration::from_secs_f64(
-                ((1.0 - tokens) / per_micro / 1e6).max(0.0),
-            ))
-        })
+        rate::take(&self.leases, team, key_id, rate, || self.client()).await
     }
 
     /// The planner's live-row estimates of the tables (`pg_stat_user_tables`): a count

@@ -163,6 +163,9 @@ pub(super) fn migrations() -> Vec<String> {
         // The change feed of the instances' columnar caches.
         change_feed_migration().join(";\n"),
         bulk_write_migration().join(";\n"),
+        // Leases of the rate buckets (rate.rs): how many tokens the last statement took.
+        "ALTER TABLE rate_buckets ADD COLUMN IF NOT EXISTS taken DOUBLE PRECISION NOT NULL DEFAULT 0"
+            .into(),
     ]
 }
 
