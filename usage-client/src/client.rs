@@ -7,6 +7,7 @@ use std::time::Duration;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER, USER_AGENT};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use usage_core::rng;
 use usage_core::wire::ErrorBody;
 
 use crate::error::{ApiError, Error};
@@ -176,7 +177,7 @@ impl ClientBuilder {
                     .user_agent
                     .unwrap_or_else(|| format!("usage-client/{}", env!("CARGO_PKG_VERSION"))),
                 retry: self.retry,
-                seed: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
+                seed: AtomicU64::new(rng::GAMMA),
             }),
         })
     }
@@ -263,20 +264,13 @@ impl Client {
     }
 
     fn jitter(&self) -> f64 {
-        // splitmix64 over a per-client counter mixed with the clock: enough to spread
-        // retries of many clients, no dependency needed.
+        // SplitMix64's finalizer over a per-client counter mixed with the clock: enough to
+        // spread retries of many clients, no dependency needed.
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        let mut z = self
-            .inner
-            .seed
-            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
-            ^ nanos;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
+        let z = self.inner.seed.fetch_add(rng::GAMMA, Ordering::Relaxed) ^ nanos;
+        rng::unit_of(rng::mix(z))
     }
 
     /// Posts a request to an operation and decodes the answer, retrying per the policy.

@@ -69,24 +69,8 @@ fn rss() -> usize {
         .map_or(0, |pages| pages * 4096)
 }
 
-/// SplitMix64: a small deterministic generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+/// The data's generator: deterministic, so every run writes the same rows.
+type Rng = usage_core::rng::SplitMix64;
 
 const USERS: usize = 2_000;
 const DAYS: i64 = 120;
@@ -158,10 +142,10 @@ struct User {
 }
 
 fn users() -> Vec<User> {
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     (0..USERS)
         .map(|i| {
-            let key = format!("{:016x}{:016x}", rng.next(), rng.next());
+            let key = format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64());
             // Pareto(alpha 1.2) activity, capped: a few users do most of the work.
             let weight = (1.0 - rng.unit()).powf(-1.0 / 1.2).min(60.0);
             // Languages: a Zipf-like pick, the first ones far more common.
@@ -187,8 +171,8 @@ fn users() -> Vec<User> {
                 langs,
                 ides,
                 lag: rng.below(7) as i64,
-                noise: Rng(1000 + i as u64),
-                rng: Rng(5000 + i as u64),
+                noise: Rng::new(1000 + i as u64),
+                rng: Rng::new(5000 + i as u64),
             }
         })
         .collect()
@@ -214,7 +198,7 @@ fn generate(rows: u64, csv: &str) -> std::io::Result<()> {
     // Pass 1: the total expected activity, to scale it to `rows`.
     let mut total = 0.0;
     for u in &mut users {
-        let mut noise = Rng(u.noise.0);
+        let mut noise = u.noise.clone();
         for day in 0..DAYS {
             for hour in 0..24 {
                 total += u.weight * activity(day, hour, u.zone) * (0.5 + noise.unit());

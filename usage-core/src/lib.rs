@@ -45,6 +45,7 @@ pub mod ident;
 pub mod load;
 pub mod plan;
 pub mod ranges;
+pub mod rng;
 pub mod schema;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -51,27 +51,8 @@ const TOOLS: [&str; 8] = [
     "PROPOSE_CODE",
 ];
 
-/// SplitMix64: small, fast and deterministic.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len() as u64) as usize]
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
-}
+/// The demo's generator: deterministic, so every demo team holds the same records.
+type Rng = usage_core::rng::SplitMix64;
 
 fn rec(kind: &'static RecordKind, fields: Vec<(&str, FieldValue)>) -> Record {
     let mut values = vec![FieldValue::Absent; kind.fields.len()];
@@ -94,7 +75,7 @@ fn count(n: u64) -> FieldValue {
 /// Every demo record by kind, for the 90 days ending on `now`'s day.
 pub fn records(now: Timestamp) -> Vec<Batch> {
     use records::*;
-    let mut rng = Rng(0x5EED_0000_D3E0);
+    let mut rng = Rng::new(0x5EED_0000_D3E0);
     let today = now.date();
     let mut out: Vec<(&'static RecordKind, Vec<Record>)> = [
         &GROUPS as &'static RecordKind,

@@ -43,10 +43,9 @@ pub fn new_request_id() -> String {
     static SALT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let salt = *SALT.get_or_init(|| u64::from_le_bytes(random::<8>()));
-    let mut x = (salt ^ NEXT.fetch_add(1, Ordering::Relaxed)).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 31;
+    let x = usage_core::rng::mix(
+        (salt ^ NEXT.fetch_add(1, Ordering::Relaxed)).wrapping_add(usage_core::rng::GAMMA),
+    );
     format!("req_{:08x}{x:016x}", salt >> 32)
 }
 

@@ -34,8 +34,8 @@ const FAST: [&str; 4] = ["--rate-per-minute", "100000000", "--rate-burst", "1000
 /// A compaction starts when a kind's log holds this many entries (`segments.rs`).
 const COMPACT_ENTRIES: usize = 64;
 
-/// SplitMix64: small, seeded, so that a failing run can be repeated.
-struct Rng(u64);
+/// A seeded generator, so that a failing run can be repeated.
+struct Rng(usage_core::rng::SplitMix64);
 
 impl Rng {
     fn seeded(test: &str) -> (Rng, u64) {
@@ -49,20 +49,12 @@ impl Rng {
                     .as_nanos() as u64
             });
         eprintln!("{test}: seed {seed} (CRASH_SEED={seed} repeats the run)");
-        (Rng(seed), seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        (Rng(usage_core::rng::SplitMix64::new(seed)), seed)
     }
 
     /// Uniform in `lo..=hi`.
     fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
+        lo + self.0.below(hi - lo + 1)
     }
 
     fn index(&mut self, len: usize) -> usize {
@@ -70,7 +62,7 @@ impl Rng {
     }
 
     fn fork(&mut self) -> Rng {
-        Rng(self.next())
+        Rng(usage_core::rng::SplitMix64::new(self.0.next_u64()))
     }
 }
 
