@@ -169,8 +169,9 @@ pub struct PgStore {
 /// - `work_mem`: memory to sort and hash without spilling;
 /// - `hash_mem_multiplier`: 4x `work_mem` for hash tables (256 MiB), so that the planner
 ///   hashes such a grouping in memory (90 MiB) instead of sorting 650 MiB on disk: Q3 of
-///   the benchmark at 10M rows 6.2 s -> 3.2 s (BENCHMARKS.md, "Session 8"). A cap, not
-///   an allocation: a grouping takes what its groups need.
+///   the benchmark at 10M rows 6.2 s -> 3.2 s (as of 6932a63, BENCHMARKS.md,
+///   "PostgreSQL store at scale"). A cap, not an allocation: a grouping takes what its
+///   groups need.
 pub const SESSION_SETTINGS: [(&str, &str); 2] =
     [("work_mem", "64MB"), ("hash_mem_multiplier", "4")];
 

@@ -377,7 +377,8 @@ fn stage_rounds(
 /// record, with the identity and version keys the table stores, in the order of the
 /// primary key (time, then identity key), so that the key's index is written page by
 /// page. (Time, then the order read, kept the source's order within an hour, which makes
-/// grouping queries 5-10% faster, but the import 17% slower: BENCHMARKS.md, "Session 8".)
+/// grouping queries 5-10% faster, but the import 17% slower: measured with
+/// bench/postgres.sh, BENCHMARKS.md, "PostgreSQL store at scale", as of 6932a63.)
 pub(super) fn encode(kind: &'static RecordKind, team: &str, seq: i64, round: &[Record]) -> Round {
     let keys: Vec<[u8; 32]> = round.iter().map(identity_key_of).collect();
     let mut last: HashMap<[u8; 32], usize> = HashMap::with_capacity(keys.len());

@@ -451,7 +451,8 @@ pub fn change_feed_migration() -> Vec<String> {
 /// identity holds its time is keyed `(team_id, time, identity_key)` in place of its own
 /// time index, and the per-user index goes (the per-user statistics group one scan of the
 /// range instead of looking users up one by one). Each index a row is written to costs a
-/// write about as much as the row itself (BENCHMARKS.md, "Session 7").
+/// write about as much as the row itself (as of 3906a7d, BENCHMARKS.md, "PostgreSQL
+/// store at scale").
 pub fn bulk_write_migration() -> Vec<String> {
     let mut out = Vec::new();
     for kind in KINDS.iter().filter(|k| has_table(k)) {
