@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use usage_core::load::{Batch, FieldValue, Record};
 use usage_core::schema::Plan;
-use usage_core::schema::records::{self, RecordKind};
+use usage_core::schema::records::{self, FieldHandle, RecordKind};
 use usage_core::time::{Date, MICROS_PER_HOUR, MICROS_PER_SECOND, Timestamp};
 
 use crate::store::{NewTeam, Store, StoreResult};
@@ -54,12 +54,18 @@ const TOOLS: [&str; 8] = [
 /// The demo's generator: deterministic, so every demo team holds the same records.
 type Rng = usage_core::rng::SplitMix64;
 
-fn rec(kind: &'static RecordKind, fields: Vec<(&str, FieldValue)>) -> Record {
+/// A record of `kind` with these fields (the others absent); the fields are handles of
+/// the kind's table, so a misspelt one does not compile.
+fn rec(kind: &'static RecordKind, fields: Vec<(FieldHandle, FieldValue)>) -> Record {
     let mut values = vec![FieldValue::Absent; kind.fields.len()];
-    for (name, v) in fields {
-        if let Some(i) = kind.position(name) {
-            values[i] = v;
-        }
+    for (f, v) in fields {
+        assert!(
+            std::ptr::eq(f.kind, kind),
+            "a field of {} in a {} record",
+            f.kind.name,
+            kind.name
+        );
+        values[f.index] = v;
     }
     Record::from_values(kind, values)
 }
@@ -102,7 +108,10 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
             &GROUPS,
             rec(
                 &GROUPS,
-                vec![("group_id", text(id)), ("group_name", text(name))],
+                vec![
+                    (groups::GROUP_ID, text(id)),
+                    (groups::GROUP_NAME, text(name)),
+                ],
             ),
         );
     }
@@ -122,15 +131,15 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
         let signup = (today.start().0 - i64::from(DAYS + 30) * 24 * MICROS_PER_HOUR)
             + (i as i64) * 3 * MICROS_PER_HOUR;
         let mut fields = vec![
-            ("email", text(format!("user{i:03}@demo.example"))),
-            ("name", text(format!("Demo User {i:03}"))),
-            ("api_key", text(format!("demo-key-{i:03}"))),
-            ("team_status", text(status)),
-            ("groups", FieldValue::Groups(groups)),
-            (records::SIGNUP_TIME, FieldValue::Time(Timestamp(signup))),
+            (users::EMAIL, text(format!("user{i:03}@demo.example"))),
+            (users::NAME, text(format!("Demo User {i:03}"))),
+            (users::API_KEY, text(format!("demo-key-{i:03}"))),
+            (users::TEAM_STATUS, text(status)),
+            (users::GROUPS, FieldValue::Groups(groups)),
+            (users::SIGNUP_TIME, FieldValue::Time(Timestamp(signup))),
         ];
         if i % 37 == 11 {
-            fields.push(("disable_vendor", FieldValue::Bool(true)));
+            fields.push((users::DISABLE_VENDOR, FieldValue::Bool(true)));
         }
         push(&USERS, rec(&USERS, fields));
         // Heavy-tailed activity: a few power users, many occasional ones.
@@ -166,14 +175,20 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
                     rec(
                         &AUTOCOMPLETE,
                         vec![
-                            ("api_key", text(&key)),
-                            ("hour", FieldValue::Time(hour)),
-                            ("language", text(lang)),
-                            ("ide", text(ide)),
-                            ("version", text(version)),
-                            ("num_acceptances", count(acc)),
-                            ("num_lines_accepted", count(acc * (1 + rng.below(4)))),
-                            ("num_bytes_accepted", count(acc * (20 + rng.below(60)))),
+                            (autocomplete::API_KEY, text(&key)),
+                            (autocomplete::HOUR, FieldValue::Time(hour)),
+                            (autocomplete::LANGUAGE, text(lang)),
+                            (autocomplete::IDE, text(ide)),
+                            (autocomplete::VERSION, text(version)),
+                            (autocomplete::NUM_ACCEPTANCES, count(acc)),
+                            (
+                                autocomplete::NUM_LINES_ACCEPTED,
+                                count(acc * (1 + rng.below(4))),
+                            ),
+                            (
+                                autocomplete::NUM_BYTES_ACCEPTED,
+                                count(acc * (20 + rng.below(60))),
+                            ),
                         ],
                     ),
                 );
@@ -182,17 +197,14 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
                     rec(
                         &PCW,
                         vec![
-                            ("api_key", text(&key)),
-                            ("hour", FieldValue::Time(hour)),
-                            ("language", text(lang)),
-                            ("ide", text(ide)),
-                            ("version", text(version)),
-                            (
-                                records::VENDOR_BYTES_BY_AUTOCOMPLETE,
-                                count(rng.below(4000)),
-                            ),
-                            (records::VENDOR_BYTES_BY_COMMAND, count(rng.below(1500))),
-                            (records::USER_BYTES, count(500 + rng.below(6000))),
+                            (pcw::API_KEY, text(&key)),
+                            (pcw::HOUR, FieldValue::Time(hour)),
+                            (pcw::LANGUAGE, text(lang)),
+                            (pcw::IDE, text(ide)),
+                            (pcw::VERSION, text(version)),
+                            (pcw::VENDOR_BYTES_BY_AUTOCOMPLETE, count(rng.below(4000))),
+                            (pcw::VENDOR_BYTES_BY_COMMAND, count(rng.below(1500))),
+                            (pcw::USER_BYTES, count(500 + rng.below(6000))),
                         ],
                     ),
                 );
@@ -215,21 +227,24 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
                     rec(
                         &CHAT,
                         vec![
-                            ("id", text(format!("demo-chat-{event}"))),
-                            ("api_key", text(&key)),
-                            ("timestamp", FieldValue::Time(t)),
-                            ("model_id", text(*rng.pick(&MODELS))),
-                            ("ide", text(ide)),
-                            ("version", text(version)),
+                            (chat::ID, text(format!("demo-chat-{event}"))),
+                            (chat::API_KEY, text(&key)),
+                            (chat::TIMESTAMP, FieldValue::Time(t)),
+                            (chat::MODEL_ID, text(*rng.pick(&MODELS))),
+                            (chat::IDE, text(ide)),
+                            (chat::VERSION, text(version)),
                             (
-                                "latest_intent_type",
+                                chat::LATEST_INTENT_TYPE,
                                 text(*rng.pick(usage_core::schema::ChatIntent::IDENTIFIERS)),
                             ),
-                            ("num_chats_received", count(1 + rng.below(5))),
-                            ("chat_accepted", FieldValue::Bool(rng.chance(0.6))),
-                            ("chat_inserted_at_cursor", FieldValue::Bool(rng.chance(0.3))),
-                            ("chat_applied", FieldValue::Bool(rng.chance(0.2))),
-                            ("chat_loc_used", count(rng.below(50))),
+                            (chat::NUM_CHATS_RECEIVED, count(1 + rng.below(5))),
+                            (chat::CHAT_ACCEPTED, FieldValue::Bool(rng.chance(0.6))),
+                            (
+                                chat::CHAT_INSERTED_AT_CURSOR,
+                                FieldValue::Bool(rng.chance(0.3)),
+                            ),
+                            (chat::CHAT_APPLIED, FieldValue::Bool(rng.chance(0.2))),
+                            (chat::CHAT_LOC_USED, count(rng.below(50))),
                         ],
                     ),
                 );
@@ -246,37 +261,37 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
                     rec(
                         &COMMAND,
                         vec![
-                            ("id", text(format!("demo-command-{event}"))),
-                            ("api_key", text(&key)),
-                            ("timestamp", FieldValue::Time(t)),
-                            ("language", text(lang)),
-                            ("ide", text(ide)),
-                            ("version", text(version)),
+                            (command::ID, text(format!("demo-command-{event}"))),
+                            (command::API_KEY, text(&key)),
+                            (command::TIMESTAMP, FieldValue::Time(t)),
+                            (command::LANGUAGE, text(lang)),
+                            (command::IDE, text(ide)),
+                            (command::VERSION, text(version)),
                             (
-                                "command_source",
+                                command::COMMAND_SOURCE,
                                 text(*rng.pick(usage_core::schema::CommandSource::IDENTIFIERS)),
                             ),
                             (
-                                "provider_source",
+                                command::PROVIDER_SOURCE,
                                 text(if generate {
                                     "PROVIDER_SOURCE_COMMAND_GENERATE"
                                 } else {
                                     "PROVIDER_SOURCE_COMMAND_EDIT"
                                 }),
                             ),
-                            ("lines_added", count(rng.below(60))),
-                            ("lines_removed", count(rng.below(30))),
-                            ("bytes_added", count(rng.below(3000))),
-                            ("bytes_removed", count(rng.below(1500))),
+                            (command::LINES_ADDED, count(rng.below(60))),
+                            (command::LINES_REMOVED, count(rng.below(30))),
+                            (command::BYTES_ADDED, count(rng.below(3000))),
+                            (command::BYTES_REMOVED, count(rng.below(1500))),
                             (
-                                "selection_lines",
+                                command::SELECTION_LINES,
                                 count(if generate { 0 } else { rng.below(40) }),
                             ),
                             (
-                                "selection_bytes",
+                                command::SELECTION_BYTES,
                                 count(if generate { 0 } else { rng.below(2000) }),
                             ),
-                            ("accepted", FieldValue::Bool(rng.chance(0.7))),
+                            (command::ACCEPTED, FieldValue::Bool(rng.chance(0.7))),
                         ],
                     ),
                 );
@@ -287,11 +302,14 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
                 rec(
                     &AGENT_LINES,
                     vec![
-                        ("api_key", text(&key)),
-                        ("day", FieldValue::Day(date)),
-                        ("ide_type", text(ide_type)),
-                        ("lines_suggested", count(suggested)),
-                        ("lines_accepted", count(suggested * rng.below(100) / 100)),
+                        (agent_lines::API_KEY, text(&key)),
+                        (agent_lines::DAY, FieldValue::Day(date)),
+                        (agent_lines::IDE_TYPE, text(ide_type)),
+                        (agent_lines::LINES_SUGGESTED, count(suggested)),
+                        (
+                            agent_lines::LINES_ACCEPTED,
+                            count(suggested * rng.below(100) / 100),
+                        ),
                     ],
                 ),
             );
@@ -307,20 +325,20 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
                     rec(
                         &AGENT_RUNS,
                         vec![
-                            ("id", text(format!("demo-run-{event}"))),
-                            ("api_key", text(&key)),
-                            ("timestamp", FieldValue::Time(t)),
-                            ("ide_type", text(ide_type)),
-                            ("model", text(*rng.pick(&MODELS))),
+                            (agent_runs::ID, text(format!("demo-run-{event}"))),
+                            (agent_runs::API_KEY, text(&key)),
+                            (agent_runs::TIMESTAMP, FieldValue::Time(t)),
+                            (agent_runs::IDE_TYPE, text(ide_type)),
+                            (agent_runs::MODEL, text(*rng.pick(&MODELS))),
                             (
-                                "mode",
+                                agent_runs::MODE,
                                 text(*rng.pick(usage_core::schema::AgentMode::IDENTIFIERS)),
                             ),
-                            ("messages_sent", count(1 + rng.below(20))),
-                            ("agent_id", text(format!("conv-{}", event / 2))),
-                            ("prompts_used", count(prompts)),
+                            (agent_runs::MESSAGES_SENT, count(1 + rng.below(20))),
+                            (agent_runs::AGENT_ID, text(format!("conv-{}", event / 2))),
+                            (agent_runs::PROMPTS_USED, count(prompts)),
                             (
-                                "flex_credits_used",
+                                agent_runs::FLEX_CREDITS_USED,
                                 count(if rng.chance(0.2) {
                                     50 * rng.below(10)
                                 } else {
@@ -340,11 +358,11 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
                     rec(
                         &AGENT_TOOL_USAGE,
                         vec![
-                            ("api_key", text(&key)),
-                            ("day", FieldValue::Day(date)),
-                            ("ide_type", text(ide_type)),
-                            ("tool", text(tool)),
-                            ("count", count(1 + rng.below(30))),
+                            (agent_tool_usage::API_KEY, text(&key)),
+                            (agent_tool_usage::DAY, FieldValue::Day(date)),
+                            (agent_tool_usage::IDE_TYPE, text(ide_type)),
+                            (agent_tool_usage::TOOL, text(tool)),
+                            (agent_tool_usage::COUNT, count(1 + rng.below(30))),
                         ],
                     ),
                 );
@@ -357,14 +375,14 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
         rec(
             &BILLING,
             vec![
-                ("plan", text(Plan::Enterprise.as_str())),
-                ("billing_cycle_start", FieldValue::Time(start)),
+                (billing::PLAN, text(Plan::Enterprise.as_str())),
+                (billing::BILLING_CYCLE_START, FieldValue::Time(start)),
                 (
-                    "billing_cycle_end",
+                    billing::BILLING_CYCLE_END,
                     FieldValue::Time(start.add_months(1).unwrap_or(start)),
                 ),
-                ("add_on_credits_available", count(10_000)),
-                ("add_on_credits_used", count(2_500)),
+                (billing::ADD_ON_CREDITS_AVAILABLE, count(10_000)),
+                (billing::ADD_ON_CREDITS_USED, count(2_500)),
             ],
         ),
     );

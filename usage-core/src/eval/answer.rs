@@ -81,7 +81,10 @@ pub fn metadata(email: Option<&str>) -> String {
     match email {
         Some(e) => {
             let mut m = serde_json::Map::new();
-            m.insert("email".into(), serde_json::Value::String(e.to_string()));
+            m.insert(
+                crate::schema::records::users::EMAIL.name().into(),
+                serde_json::Value::String(e.to_string()),
+            );
             serde_json::Value::Object(m).to_string()
         }
         None => "{}".to_string(),

@@ -32,7 +32,7 @@ use super::store::{Column, Packed, Table};
 use super::value::{Value, average, passes, pcw_value};
 use crate::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, SelectionPlan, TimeRange};
 use crate::ranges::{RangeSet, instant_set, key_range};
-use crate::schema::records::RecordType;
+use crate::schema::records::{self, RecordType};
 use crate::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use crate::time::{Date, MICROS_PER_DAY, MICROS_PER_HOUR, MICROS_PER_SECOND, Timestamp};
 use crate::wire::{QueryResult, ResponseItem};
@@ -121,7 +121,7 @@ impl<'a> Access<'a> {
                 LocalZone::Iana(z) => date(0, Some(z)),
             },
             Expr::UserMetadata => table
-                .column("api_key")
+                .column(records::API_KEY)
                 .map_or(Access::None, Access::Metadata),
             _ => Access::None,
         }
@@ -625,7 +625,9 @@ fn aggregate(s: &SelectionPlan, groups: &Groups, sel: &Sel, ctx: &Ctx<'_>) -> Ve
     let table = ctx.table;
     let acc = Access::of(table, s.field);
     let ints = |v: Vec<i128>| v.into_iter().map(Value::Int).collect();
-    let api_key = table.column("api_key").map_or(Access::None, Access::Text);
+    let api_key = table
+        .column(records::API_KEY)
+        .map_or(Access::None, Access::Text);
     let time_bucket = |period| {
         table
             .time_column()
@@ -720,12 +722,12 @@ fn aggregate(s: &SelectionPlan, groups: &Groups, sel: &Sel, ctx: &Ctx<'_>) -> Ve
 /// their order (versions by version order), which ends with `id` for events.
 fn sort_raw(table: &Table, rows: &mut [usize]) {
     let kind = table.kind;
-    let keys: Vec<(&Column, bool)> = std::iter::once("api_key")
+    let keys: Vec<(&Column, bool)> = std::iter::once(records::API_KEY)
         .chain(
             kind.identity
                 .iter()
                 .copied()
-                .filter(|n| *n != "api_key" && Some(*n) != kind.time),
+                .filter(|n| *n != records::API_KEY && Some(*n) != kind.time),
         )
         .filter_map(|n| Some((table.column(n)?, n == "version")))
         .collect();
@@ -794,7 +796,7 @@ pub(crate) fn evaluate(plan: &QueryPlan, ctx: &Ctx<'_>, room: Room) -> Result<Qu
     let table = ctx.table;
     let mut preds = Vec::new();
     if let Some(allowed) = ctx.allowed_keys {
-        match table.column("api_key") {
+        match table.column(records::API_KEY) {
             Some(col) => preds.push(text_pred(col, |k| allowed.contains(k))),
             None => preds.push(Pred::Never),
         }

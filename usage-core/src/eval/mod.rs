@@ -31,7 +31,7 @@ use crate::error::{JsonPath, Rule, Violation, Violations, echo};
 use crate::load::{Batch, FieldValue, Record};
 use crate::plan::{AgentPlan, AnalyticsPlan, Limits, UserPagePlan};
 use crate::schema::Source;
-use crate::schema::records::{self, RecordKind};
+use crate::schema::records::{self, RecordKind, groups, users};
 use crate::time::Timestamp;
 use crate::wire::specs::INGEST;
 use crate::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
@@ -173,7 +173,7 @@ impl TeamData {
         let Some(u) = self.user(email) else {
             return Vec::new();
         };
-        let mut ids: Vec<String> = match u.get("groups") {
+        let mut ids: Vec<String> = match u.get(users::GROUPS.name()) {
             FieldValue::Groups(g) => g.iter().filter(|g| self.has_group_id(g)).cloned().collect(),
             _ => Vec::new(),
         };
@@ -186,8 +186,8 @@ impl TeamData {
     pub fn group_id_by_name(&self, name: &str) -> Option<String> {
         self.groups
             .values()
-            .find(|g| g.text("group_name") == name)
-            .map(|g| g.text("group_id").to_string())
+            .find(|g| g.text(groups::GROUP_NAME.name()) == name)
+            .map(|g| g.text(groups::GROUP_ID.name()).to_string())
     }
 
     /// The users who are members of the group with this name; `None` when there is no such
@@ -197,7 +197,7 @@ impl TeamData {
         Some(
             self.users
                 .values()
-                .filter(|u| matches!(u.get("groups"), FieldValue::Groups(g) if g.contains(&id)))
+                .filter(|u| matches!(u.get(users::GROUPS.name()), FieldValue::Groups(g) if g.contains(&id)))
                 .collect(),
         )
     }
@@ -232,7 +232,10 @@ impl TeamData {
             let mut signup: HashMap<String, Timestamp> = HashMap::new();
             let now = now.whole_seconds();
             for (i, r) in batch.records.iter().enumerate() {
-                let (email, key) = (r.text("email").to_string(), r.text("api_key").to_string());
+                let (email, key) = (
+                    r.text(users::EMAIL.name()).to_string(),
+                    r.text(users::API_KEY.name()).to_string(),
+                );
                 if let Some(other) = owner.get(&key)
                     && *other != email
                 {
@@ -242,14 +245,14 @@ impl TeamData {
                         echo(other)
                     );
                     v.push(Violation::new(
-                        at(i, "api_key", &records::USERS),
+                        at(i, users::API_KEY.name(), &records::USERS),
                         Rule::InvalidValue,
                         msg,
                     ));
                     continue;
                 }
                 if let Some(prev) = self.user(&email) {
-                    owner.remove(prev.text("api_key"));
+                    owner.remove(prev.text(users::API_KEY.name()));
                 }
                 owner.retain(|_, e| *e != email);
                 owner.insert(key, email.clone());
@@ -276,15 +279,15 @@ impl TeamData {
                 .values()
                 .map(|g| {
                     (
-                        g.text("group_name").to_string(),
-                        g.text("group_id").to_string(),
+                        g.text(groups::GROUP_NAME.name()).to_string(),
+                        g.text(groups::GROUP_ID.name()).to_string(),
                     )
                 })
                 .collect();
             for (i, r) in batch.records.iter().enumerate() {
                 let (id, name) = (
-                    r.text("group_id").to_string(),
-                    r.text("group_name").to_string(),
+                    r.text(groups::GROUP_ID.name()).to_string(),
+                    r.text(groups::GROUP_NAME.name()).to_string(),
                 );
                 if let Some(other) = owner.get(&name)
                     && *other != id
@@ -295,7 +298,7 @@ impl TeamData {
                         echo(other)
                     );
                     v.push(Violation::new(
-                        at(i, "group_name", &records::GROUPS),
+                        at(i, groups::GROUP_NAME.name(), &records::GROUPS),
                         Rule::InvalidValue,
                         msg,
                     ));
@@ -332,7 +335,12 @@ impl TeamData {
             self.email_of_key = self
                 .users
                 .values()
-                .map(|u| (u.text("api_key").to_string(), u.text("email").to_string()))
+                .map(|u| {
+                    (
+                        u.text(users::API_KEY.name()).to_string(),
+                        u.text(users::EMAIL.name()).to_string(),
+                    )
+                })
                 .collect();
         }
     }
@@ -348,7 +356,7 @@ impl TeamData {
         Ok(Some(
             members
                 .iter()
-                .map(|u| u.text("api_key").to_string())
+                .map(|u| u.text(users::API_KEY.name()).to_string())
                 .collect(),
         ))
     }
@@ -410,7 +418,11 @@ impl TeamData {
                 .ok_or_else(|| EvalError::GroupNotFound(g.clone()))?,
             None => self.users.values().collect(),
         };
-        users.sort_by(|a, b| a.text("email").as_bytes().cmp(b.text("email").as_bytes()));
+        users.sort_by(|a, b| {
+            a.text(users::EMAIL.name())
+                .as_bytes()
+                .cmp(b.text(users::EMAIL.name()).as_bytes())
+        });
         Ok(UserPageAnalyticsResponse {
             user_table_stats: stats::user_page(self, &users, plan.range),
             error: None,
@@ -428,7 +440,7 @@ impl TeamData {
                 emails
                     .iter()
                     .filter_map(|e| self.user(e))
-                    .map(|u| u.text("api_key").to_string())
+                    .map(|u| u.text(users::API_KEY.name()).to_string())
                     .collect(),
             ),
             (None, None) => None,

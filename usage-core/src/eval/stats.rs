@@ -18,7 +18,7 @@ use crate::ident::{Ident, WireEnum};
 use crate::load::Record;
 use crate::plan::{AgentPlan, AgentSource, TimeRange};
 use crate::schema::TeamStatus;
-use crate::schema::records::{self, RecordKind};
+use crate::schema::records::{self, RecordKind, agent_lines, agent_runs, agent_tool_usage, users};
 use crate::time::{Date, MICROS_PER_DAY, Timestamp};
 use crate::wire::{
     AgentLines, AgentLinesEntry, AgentQueryResult, AgentRunEntry, AgentRuns, AgentToolUsage,
@@ -40,22 +40,23 @@ pub fn user_row(
     last_command: Option<Timestamp>,
 ) -> UserStats {
     UserStats {
-        name: user.text("name").to_string(),
-        email: user.text("email").to_string(),
+        name: user.text(users::NAME.name()).to_string(),
+        email: user.text(users::EMAIL.name()).to_string(),
         last_update_time: last_autocomplete.max(last_chat).max(last_command),
-        api_key: user.text("api_key").to_string(),
+        api_key: user.text(users::API_KEY.name()).to_string(),
         active_days,
-        disable_vendor: (user.get("disable_vendor").as_bool() == Some(true)).then_some(true),
+        disable_vendor: (user.get(users::DISABLE_VENDOR.name()).as_bool() == Some(true))
+            .then_some(true),
         last_autocomplete_usage_time: last_autocomplete,
         last_chat_usage_time: last_chat,
         last_command_usage_time: last_command,
         team_status: Ident::Known(
-            user.get("team_status")
+            user.get(users::TEAM_STATUS.name())
                 .as_text()
                 .and_then(TeamStatus::from_identifier)
                 .unwrap_or(TeamStatus::Approved),
         ),
-        signup_time: user.get(records::SIGNUP_TIME).as_time(),
+        signup_time: user.get(users::SIGNUP_TIME.name()).as_time(),
     }
 }
 
@@ -119,7 +120,7 @@ impl DayPairs {
 /// api_key), or `u32::MAX`.
 fn user_of_code(table: &Table, index: &HashMap<&str, u32>) -> Vec<u32> {
     table
-        .column("api_key")
+        .column(records::API_KEY)
         .and_then(|c| c.dict.as_ref())
         .map_or_else(Vec::new, |d| {
             d.values()
@@ -134,7 +135,7 @@ pub(crate) fn user_page(team: &TeamData, users: &[&Record], range: TimeRange) ->
     let index: HashMap<&str, u32> = users
         .iter()
         .enumerate()
-        .map(|(i, u)| (u.text("api_key"), i as u32))
+        .map(|(i, u)| (u.text(users::API_KEY.name()), i as u32))
         .collect();
     // Which latest time each kind feeds: autocomplete, chat (chat and agent runs), command.
     let tables: Vec<(&Table, Option<usize>)> = records::ACTIVITY
@@ -152,7 +153,7 @@ pub(crate) fn user_page(team: &TeamData, users: &[&Record], range: TimeRange) ->
     let mut pairs = DayPairs::new(users.len(), days);
     let mut latest: [Vec<Option<i64>>; 3] = std::array::from_fn(|_| vec![None; users.len()]);
     for (table, slot) in tables {
-        let (Some(key), Some(time)) = (table.column("api_key"), table.time_column()) else {
+        let (Some(key), Some(time)) = (table.column(records::API_KEY), table.time_column()) else {
             continue;
         };
         let owner = user_of_code(table, &index);
@@ -190,11 +191,12 @@ fn owner_pred<'a>(key: &'a Column, owner: &[u32]) -> Pred<'a> {
 fn agent_rows(table: &Table, plan: &AgentPlan, keys: Option<&HashSet<String>>) -> Sel {
     let mut preds = Vec::new();
     if let Some(keys) = keys
-        && let Some(col) = table.column("api_key")
+        && let Some(col) = table.column(records::API_KEY)
     {
         preds.push(text_pred(col, |k| keys.contains(k)));
     }
-    if let Some(col) = table.column("ide_type") {
+    // Every agent kind has an `ide_type`.
+    if let Some(col) = table.column(agent_lines::IDE_TYPE.name()) {
         preds.push(text_pred(col, |t| {
             plan.ide_types.iter().any(|i| i.as_str() == t)
         }));
@@ -206,13 +208,13 @@ fn agent_rows(table: &Table, plan: &AgentPlan, keys: Option<&HashSet<String>>) -
 }
 
 /// The text of a row in a column (`""` without the column).
-fn text_at(col: Option<&Column>, row: usize) -> &str {
-    col.map_or("", |c| c.text(row))
+fn text_at(col: &Column, row: usize) -> &str {
+    col.text(row)
 }
 
-/// The count of a row in a column (0 without the column).
-fn count_at(col: Option<&Column>, row: usize) -> i64 {
-    col.map_or(0, |c| c.data.get(row))
+/// The count of a row in a column.
+fn count_at(col: &Column, row: usize) -> i64 {
+    col.data.get(row)
 }
 
 fn saturate(x: i128) -> i64 {
@@ -238,8 +240,10 @@ pub(crate) fn agent(
                 if let Some((t, sel)) = rows(&records::AGENT_LINES)
                     && let Some(time) = t.time_column()
                 {
-                    let (suggested, accepted) =
-                        (t.column("lines_suggested"), t.column("lines_accepted"));
+                    let (suggested, accepted) = (
+                        t.col(agent_lines::LINES_SUGGESTED),
+                        t.col(agent_lines::LINES_ACCEPTED),
+                    );
                     for k in 0..sel.len() {
                         let r = sel.row(k);
                         let e = by_day
@@ -269,8 +273,8 @@ pub(crate) fn agent(
                 if let Some((t, sel)) = rows(&records::AGENT_RUNS)
                     && let Some(time) = t.time_column()
                 {
-                    let col = |name| t.column(name);
-                    let (agent_id, id) = (col("agent_id"), col("id"));
+                    let col = |f| t.col(f);
+                    let (agent_id, id) = (col(agent_runs::AGENT_ID), col(agent_runs::ID));
                     let mut runs: Vec<usize> = (0..sel.len()).map(|k| sel.row(k)).collect();
                     runs.sort_by(|&a, &b| {
                         let by = |c, r| text_at(c, r).as_bytes();
@@ -283,11 +287,11 @@ pub(crate) fn agent(
                         .into_iter()
                         .map(|r| AgentRunEntry {
                             day: Timestamp(time.micros(r)).date().start(),
-                            model: text_at(col("model"), r).to_string(),
-                            mode: Ident::parse(text_at(col("mode"), r)),
-                            messages_sent: count_at(col("messages_sent"), r),
+                            model: text_at(col(agent_runs::MODEL), r).to_string(),
+                            mode: Ident::parse(text_at(col(agent_runs::MODE), r)),
+                            messages_sent: count_at(col(agent_runs::MESSAGES_SENT), r),
                             agent_id: text_at(agent_id, r).to_string(),
-                            prompts_used: count_at(col("prompts_used"), r),
+                            prompts_used: count_at(col(agent_runs::PROMPTS_USED), r),
                         })
                         .collect();
                 }
@@ -300,9 +304,11 @@ pub(crate) fn agent(
             }
             AgentSource::ToolUsage => {
                 let mut entries = Vec::new();
-                if let Some((t, sel)) = rows(&records::AGENT_TOOL_USAGE)
-                    && let (Some(tool), Some(count)) = (t.column("tool"), t.column("count"))
-                {
+                if let Some((t, sel)) = rows(&records::AGENT_TOOL_USAGE) {
+                    let (tool, count) = (
+                        t.col(agent_tool_usage::TOOL),
+                        t.col(agent_tool_usage::COUNT),
+                    );
                     let dict = tool.dict.as_ref().map_or(&[][..], |d| d.values());
                     let mut sums: Vec<Option<i128>> = vec![None; dict.len()];
                     let mut tool_at = Vec::with_capacity(sel.len());

@@ -19,7 +19,7 @@ use foldhash::fast::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 use crate::load::{FieldValue, Record};
-use crate::schema::records::{RecordField, RecordKind, RecordType};
+use crate::schema::records::{FieldHandle, RecordField, RecordKind, RecordType};
 use crate::time::{Date, MICROS_PER_DAY, MICROS_PER_HOUR, Timestamp};
 
 /// Integers at the narrowest width that holds every value stored so far: counts, dictionary
@@ -532,9 +532,25 @@ impl Table {
         self.index = index;
     }
 
-    /// The column of a field.
+    /// The column of a field, by name: for a field several kinds share (`api_key`), where
+    /// the kind is not known until run time.
     pub(crate) fn column(&self, name: &str) -> Option<&Column> {
         self.kind.position(name).map(|i| &self.columns[i])
+    }
+
+    /// The column of a field of the table's kind, by its handle (no name is looked up, and
+    /// a misspelt field does not compile).
+    ///
+    /// # Panics
+    /// When the handle is of another kind: a bug of the caller.
+    pub(crate) fn col(&self, f: FieldHandle) -> &Column {
+        assert!(
+            std::ptr::eq(f.kind, self.kind),
+            "a handle of {} read on a table of {}",
+            f.kind.name,
+            self.kind.name
+        );
+        &self.columns[f.index]
     }
 
     /// The time column.

@@ -78,17 +78,121 @@ impl RecordKind {
     }
 }
 
-// Names of record fields that code reads by name, each spelled once, here; the tables below
-// use them.
+// Names of record fields that code reads across kinds or by name; each comes from a
+// handle, so the tables spell every name once.
 
 /// `users.signup_time`: when the user signed up (else when first stored).
-pub const SIGNUP_TIME: &str = "signup_time";
+pub const SIGNUP_TIME: &str = users::SIGNUP_TIME.name();
+
 /// `pcw.vendor_bytes_by_autocomplete`: assistant bytes from autocomplete.
-pub const VENDOR_BYTES_BY_AUTOCOMPLETE: &str = "vendor_bytes_by_autocomplete";
+pub const VENDOR_BYTES_BY_AUTOCOMPLETE: &str = pcw::VENDOR_BYTES_BY_AUTOCOMPLETE.name();
+
 /// `pcw.vendor_bytes_by_command`: assistant bytes from command.
-pub const VENDOR_BYTES_BY_COMMAND: &str = "vendor_bytes_by_command";
+pub const VENDOR_BYTES_BY_COMMAND: &str = pcw::VENDOR_BYTES_BY_COMMAND.name();
+
 /// `pcw.user_bytes`: bytes written by the user.
-pub const USER_BYTES: &str = "user_bytes";
+pub const USER_BYTES: &str = pcw::USER_BYTES.name();
+
+/// `api_key`: the user's key hash, the first field of every kind of usage data and a field
+/// of `users` (a test checks every usage kind has it).
+pub const API_KEY: &str = users::API_KEY.name();
+
+/// A field of one record kind, found in the kind's table when the program is compiled:
+/// `records::users::EMAIL`. The handles are made from the kinds' tables (`record_kind!`), and one
+/// naming no field of its kind fails to compile (a panic in constant evaluation), so a
+/// misspelt column is a compile error rather than a read of nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldHandle {
+    /// The kind.
+    pub kind: &'static RecordKind,
+    /// The field's position in the kind's fields.
+    pub index: usize,
+}
+
+/// Whether two texts are equal, in constant evaluation.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Handles are equal when they are of the same kind (the same table, not an equal one)
+/// and position.
+impl PartialEq for FieldHandle {
+    fn eq(&self, other: &FieldHandle) -> bool {
+        std::ptr::eq(self.kind, other.kind) && self.index == other.index
+    }
+}
+
+impl Eq for FieldHandle {}
+
+impl FieldHandle {
+    /// The field `name` of `kind`.
+    ///
+    /// # Panics
+    /// When `kind` has no such field: in a constant, the program does not compile.
+    pub const fn of(kind: &'static RecordKind, name: &str) -> FieldHandle {
+        let mut index = 0;
+        while index < kind.fields.len() {
+            if same(kind.fields[index].name, name) {
+                return FieldHandle { kind, index };
+            }
+            index += 1;
+        }
+        panic!("no field of this name in the record kind");
+    }
+
+    /// The field's name.
+    pub const fn name(self) -> &'static str {
+        self.kind.fields[self.index].name
+    }
+
+    /// The field.
+    pub const fn field(self) -> &'static RecordField {
+        &self.kind.fields[self.index]
+    }
+}
+
+/// A record kind's table and a module of handles of its fields: `record_kind! { /// doc
+/// USERS, mod users = "users" { EMAIL: req("email", Text), ... } identity: ..., time:
+/// ..., }` makes `pub static USERS: RecordKind` and `pub mod users { pub const EMAIL:
+/// FieldHandle }`.
+macro_rules! record_kind {
+    (
+        $(#[$doc:meta])*
+        $KIND:ident, mod $module:ident = $name:literal {
+            $($H:ident: $req:ident($fname:literal, $ty:expr),)*
+        }
+        identity: $identity:expr,
+        time: $time:expr,
+    ) => {
+        $(#[$doc])*
+        pub static $KIND: RecordKind = RecordKind {
+            name: $name,
+            fields: &[$($req($fname, $ty)),*],
+            identity: $identity,
+            time: $time,
+        };
+
+        #[doc = concat!("Handles of the fields of `", $name, "` records ([`", stringify!($KIND), "`]).")]
+        pub mod $module {
+            use super::{FieldHandle, $KIND};
+            $(
+                #[doc = concat!("`", $name, ".", $fname, "`.")]
+                pub const $H: FieldHandle = FieldHandle::of(&$KIND, $fname);
+            )*
+        }
+    };
+}
 
 const fn req(name: &'static str, ty: RecordType) -> RecordField {
     RecordField {
@@ -107,171 +211,164 @@ const fn opt(name: &'static str, ty: RecordType) -> RecordField {
 
 use RecordType::*;
 
-/// `groups` records.
-pub static GROUPS: RecordKind = RecordKind {
-    name: "groups",
-    fields: &[req("group_id", Text), req("group_name", Text)],
+record_kind! {
+    /// `groups` records.
+    GROUPS, mod groups = "groups" {
+        GROUP_ID: req("group_id", Text),
+        GROUP_NAME: req("group_name", Text),
+    }
     identity: &["group_id"],
     time: None,
-};
+}
 
-/// `users` records.
-pub static USERS: RecordKind = RecordKind {
-    name: "users",
-    fields: &[
-        req("email", Text),
-        req("name", Text),
-        req("api_key", Text),
-        opt("team_status", Enum(TeamStatus::IDENTIFIERS)),
-        opt("disable_vendor", Bool),
-        opt("groups", GroupIds),
-        opt(SIGNUP_TIME, Timestamp),
-    ],
+record_kind! {
+    /// `users` records.
+    USERS, mod users = "users" {
+        EMAIL: req("email", Text),
+        NAME: req("name", Text),
+        API_KEY: req("api_key", Text),
+        TEAM_STATUS: opt("team_status", Enum(TeamStatus::IDENTIFIERS)),
+        DISABLE_VENDOR: opt("disable_vendor", Bool),
+        GROUPS: opt("groups", GroupIds),
+        SIGNUP_TIME: opt("signup_time", Timestamp),
+    }
     identity: &["email"],
     time: None,
-};
+}
 
-/// `autocomplete` records: per user, hour, language, IDE and version.
-pub static AUTOCOMPLETE: RecordKind = RecordKind {
-    name: "autocomplete",
-    fields: &[
-        req("api_key", Text),
-        req("hour", Hour),
-        req("language", Text),
-        req("ide", Text),
-        req("version", Text),
-        req("num_acceptances", Count),
-        req("num_lines_accepted", Count),
-        req("num_bytes_accepted", Count),
-    ],
+record_kind! {
+    /// `autocomplete` records: per user, hour, language, IDE and version.
+    AUTOCOMPLETE, mod autocomplete = "autocomplete" {
+        API_KEY: req("api_key", Text),
+        HOUR: req("hour", Hour),
+        LANGUAGE: req("language", Text),
+        IDE: req("ide", Text),
+        VERSION: req("version", Text),
+        NUM_ACCEPTANCES: req("num_acceptances", Count),
+        NUM_LINES_ACCEPTED: req("num_lines_accepted", Count),
+        NUM_BYTES_ACCEPTED: req("num_bytes_accepted", Count),
+    }
     identity: &["api_key", "hour", "language", "ide", "version"],
     time: Some("hour"),
-};
+}
 
-/// `chat` records: one per chat model response.
-pub static CHAT: RecordKind = RecordKind {
-    name: "chat",
-    fields: &[
-        opt("id", Text),
-        req("api_key", Text),
-        req("timestamp", Timestamp),
-        req("model_id", Text),
-        req("ide", Text),
-        req("version", Text),
-        req("latest_intent_type", Enum(ChatIntent::IDENTIFIERS)),
-        req("num_chats_received", Count),
-        req("chat_accepted", Bool),
-        req("chat_inserted_at_cursor", Bool),
-        req("chat_applied", Bool),
-        req("chat_loc_used", Count),
-    ],
+record_kind! {
+    /// `chat` records: one per chat model response.
+    CHAT, mod chat = "chat" {
+        ID: opt("id", Text),
+        API_KEY: req("api_key", Text),
+        TIMESTAMP: req("timestamp", Timestamp),
+        MODEL_ID: req("model_id", Text),
+        IDE: req("ide", Text),
+        VERSION: req("version", Text),
+        LATEST_INTENT_TYPE: req("latest_intent_type", Enum(ChatIntent::IDENTIFIERS)),
+        NUM_CHATS_RECEIVED: req("num_chats_received", Count),
+        CHAT_ACCEPTED: req("chat_accepted", Bool),
+        CHAT_INSERTED_AT_CURSOR: req("chat_inserted_at_cursor", Bool),
+        CHAT_APPLIED: req("chat_applied", Bool),
+        CHAT_LOC_USED: req("chat_loc_used", Count),
+    }
     identity: &["id"],
     time: Some("timestamp"),
-};
+}
 
-/// `command` records: one per command, declined ones too.
-pub static COMMAND: RecordKind = RecordKind {
-    name: "command",
-    fields: &[
-        opt("id", Text),
-        req("api_key", Text),
-        req("timestamp", Timestamp),
-        req("language", Text),
-        req("ide", Text),
-        req("version", Text),
-        req("command_source", Enum(CommandSource::IDENTIFIERS)),
-        req("provider_source", Enum(ProviderSource::IDENTIFIERS)),
-        req("lines_added", Count),
-        req("lines_removed", Count),
-        req("bytes_added", Count),
-        req("bytes_removed", Count),
-        req("selection_lines", Count),
-        req("selection_bytes", Count),
-        req("accepted", Bool),
-    ],
+record_kind! {
+    /// `command` records: one per command, declined ones too.
+    COMMAND, mod command = "command" {
+        ID: opt("id", Text),
+        API_KEY: req("api_key", Text),
+        TIMESTAMP: req("timestamp", Timestamp),
+        LANGUAGE: req("language", Text),
+        IDE: req("ide", Text),
+        VERSION: req("version", Text),
+        COMMAND_SOURCE: req("command_source", Enum(CommandSource::IDENTIFIERS)),
+        PROVIDER_SOURCE: req("provider_source", Enum(ProviderSource::IDENTIFIERS)),
+        LINES_ADDED: req("lines_added", Count),
+        LINES_REMOVED: req("lines_removed", Count),
+        BYTES_ADDED: req("bytes_added", Count),
+        BYTES_REMOVED: req("bytes_removed", Count),
+        SELECTION_LINES: req("selection_lines", Count),
+        SELECTION_BYTES: req("selection_bytes", Count),
+        ACCEPTED: req("accepted", Bool),
+    }
     identity: &["id"],
     time: Some("timestamp"),
-};
+}
 
-/// `pcw` records: per user, hour, language, IDE and version.
-pub static PCW: RecordKind = RecordKind {
-    name: "pcw",
-    fields: &[
-        req("api_key", Text),
-        req("hour", Hour),
-        req("language", Text),
-        req("ide", Text),
-        req("version", Text),
-        req(VENDOR_BYTES_BY_AUTOCOMPLETE, Count),
-        req(VENDOR_BYTES_BY_COMMAND, Count),
-        req(USER_BYTES, Count),
-    ],
+record_kind! {
+    /// `pcw` records: per user, hour, language, IDE and version.
+    PCW, mod pcw = "pcw" {
+        API_KEY: req("api_key", Text),
+        HOUR: req("hour", Hour),
+        LANGUAGE: req("language", Text),
+        IDE: req("ide", Text),
+        VERSION: req("version", Text),
+        VENDOR_BYTES_BY_AUTOCOMPLETE: req("vendor_bytes_by_autocomplete", Count),
+        VENDOR_BYTES_BY_COMMAND: req("vendor_bytes_by_command", Count),
+        USER_BYTES: req("user_bytes", Count),
+    }
     identity: &["api_key", "hour", "language", "ide", "version"],
     time: Some("hour"),
-};
+}
 
-/// `agent_lines` records: per user, day and IDE type.
-pub static AGENT_LINES: RecordKind = RecordKind {
-    name: "agent_lines",
-    fields: &[
-        req("api_key", Text),
-        req("day", Day),
-        req("ide_type", Enum(IdeType::IDENTIFIERS)),
-        req("lines_suggested", Count),
-        req("lines_accepted", Count),
-    ],
+record_kind! {
+    /// `agent_lines` records: per user, day and IDE type.
+    AGENT_LINES, mod agent_lines = "agent_lines" {
+        API_KEY: req("api_key", Text),
+        DAY: req("day", Day),
+        IDE_TYPE: req("ide_type", Enum(IdeType::IDENTIFIERS)),
+        LINES_SUGGESTED: req("lines_suggested", Count),
+        LINES_ACCEPTED: req("lines_accepted", Count),
+    }
     identity: &["api_key", "day", "ide_type"],
     time: Some("day"),
-};
+}
 
-/// `agent_runs` records: one per agent run.
-pub static AGENT_RUNS: RecordKind = RecordKind {
-    name: "agent_runs",
-    fields: &[
-        opt("id", Text),
-        req("api_key", Text),
-        req("timestamp", Timestamp),
-        req("ide_type", Enum(IdeType::IDENTIFIERS)),
-        req("model", Text),
-        req("mode", Enum(AgentMode::IDENTIFIERS)),
-        req("messages_sent", Count),
-        req("agent_id", Text),
-        req("prompts_used", Count),
-        opt("flex_credits_used", Count),
-    ],
+record_kind! {
+    /// `agent_runs` records: one per agent run.
+    AGENT_RUNS, mod agent_runs = "agent_runs" {
+        ID: opt("id", Text),
+        API_KEY: req("api_key", Text),
+        TIMESTAMP: req("timestamp", Timestamp),
+        IDE_TYPE: req("ide_type", Enum(IdeType::IDENTIFIERS)),
+        MODEL: req("model", Text),
+        MODE: req("mode", Enum(AgentMode::IDENTIFIERS)),
+        MESSAGES_SENT: req("messages_sent", Count),
+        AGENT_ID: req("agent_id", Text),
+        PROMPTS_USED: req("prompts_used", Count),
+        FLEX_CREDITS_USED: opt("flex_credits_used", Count),
+    }
     identity: &["id"],
     time: Some("timestamp"),
-};
+}
 
-/// `agent_tool_usage` records: per user, day, IDE type and tool.
-pub static AGENT_TOOL_USAGE: RecordKind = RecordKind {
-    name: "agent_tool_usage",
-    fields: &[
-        req("api_key", Text),
-        req("day", Day),
-        req("ide_type", Enum(IdeType::IDENTIFIERS)),
-        req("tool", Text),
-        req("count", Count),
-    ],
+record_kind! {
+    /// `agent_tool_usage` records: per user, day, IDE type and tool.
+    AGENT_TOOL_USAGE, mod agent_tool_usage = "agent_tool_usage" {
+        API_KEY: req("api_key", Text),
+        DAY: req("day", Day),
+        IDE_TYPE: req("ide_type", Enum(IdeType::IDENTIFIERS)),
+        TOOL: req("tool", Text),
+        COUNT: req("count", Count),
+    }
     identity: &["api_key", "day", "ide_type", "tool"],
     time: Some("day"),
-};
+}
 
-/// `billing` records: the team's plan, seats, credits and cycle; every field optional.
-pub static BILLING: RecordKind = RecordKind {
-    name: "billing",
-    fields: &[
-        opt("plan", Enum(Plan::IDENTIFIERS)),
-        opt("num_seats", Count),
-        opt("prompt_credits_per_seat", Count),
-        opt("billing_cycle_start", Timestamp),
-        opt("billing_cycle_end", Timestamp),
-        opt("add_on_credits_available", Count),
-        opt("add_on_credits_used", Count),
-    ],
+record_kind! {
+    /// `billing` records: the team's plan, seats, credits and cycle; every field optional.
+    BILLING, mod billing = "billing" {
+        PLAN: opt("plan", Enum(Plan::IDENTIFIERS)),
+        NUM_SEATS: opt("num_seats", Count),
+        PROMPT_CREDITS_PER_SEAT: opt("prompt_credits_per_seat", Count),
+        BILLING_CYCLE_START: opt("billing_cycle_start", Timestamp),
+        BILLING_CYCLE_END: opt("billing_cycle_end", Timestamp),
+        ADD_ON_CREDITS_AVAILABLE: opt("add_on_credits_available", Count),
+        ADD_ON_CREDITS_USED: opt("add_on_credits_used", Count),
+    }
     identity: &[],
     time: None,
-};
+}
 
 /// Every record kind, in the contract's order.
 pub static KINDS: &[&RecordKind] = &[

@@ -243,6 +243,14 @@ pub fn agent(req: &AgentAnalyticsRequest, limits: &Limits) -> Result<AgentPlan, 
     })
 }
 
+/// The scope fields of `GetUsageConfig` and `UsageConfig`: exactly one is given (rule
+/// `scope`, contract section 6); `team_level` counts when `true`.
+pub const SCOPE_FIELDS: [&str; 3] = ["team_level", "group_id", "user_email"];
+
+/// The action fields of `UsageConfig`: exactly one is given (rule `action`);
+/// `clear_add_on_credit_cap` counts when `true`.
+pub const ACTION_FIELDS: [&str; 2] = ["clear_add_on_credit_cap", "set_add_on_credit_cap"];
+
 /// The scope fields given, in body order.
 fn scope_of(
     team: Option<bool>,
@@ -252,13 +260,13 @@ fn scope_of(
 ) -> Vec<(&'static str, CapScope)> {
     let mut given = Vec::new();
     if team == Some(true) {
-        given.push(("team_level", CapScope::Team));
+        given.push((SCOPE_FIELDS[0], CapScope::Team));
     }
     if let Some(g) = group {
-        given.push(("group_id", CapScope::Group(g.clone())));
+        given.push((SCOPE_FIELDS[1], CapScope::Group(g.clone())));
     }
     if let Some(u) = user {
-        given.push(("user_email", CapScope::User(u.clone())));
+        given.push((SCOPE_FIELDS[2], CapScope::User(u.clone())));
     }
     given.sort_by_key(|(n, _)| order.iter().position(|o| o == n).unwrap_or(usize::MAX));
     given
@@ -330,7 +338,7 @@ pub fn usage_config(
     let mut v = Violations::new();
     let mut actions = Vec::new();
     if req.clear_add_on_credit_cap == Some(true) {
-        actions.push(("clear_add_on_credit_cap", CapAction::Clear));
+        actions.push((ACTION_FIELDS[0], CapAction::Clear));
     }
     if let Some(n) = req.set_add_on_credit_cap {
         if !(0..=MAX_CAP).contains(&n) {
@@ -340,7 +348,7 @@ pub fn usage_config(
                 format!("`set_add_on_credit_cap` {n} is out of range: a cap is an integer from 0 to {MAX_CAP}"),
             ));
         }
-        actions.push(("set_add_on_credit_cap", CapAction::Set(n)));
+        actions.push((ACTION_FIELDS[1], CapAction::Set(n)));
     }
     actions.sort_by_key(|(n, _)| order.iter().position(|o| o == n).unwrap_or(usize::MAX));
     let action = exactly_one(

@@ -30,14 +30,9 @@ use usage_core::wire::{
 use super::Op;
 use super::ops::permission;
 use crate::error::Code;
+use usage_core::validate::{ACTION_FIELDS as ACTIONS, SCOPE_FIELDS as SCOPES};
 
 mod v2;
-
-/// The scope fields of a cap: exactly one is given (rule `scope`, contract section 6).
-const SCOPES: [&str; 3] = ["team_level", "group_id", "user_email"];
-
-/// The action fields of `UsageConfig`: exactly one is given (rule `action`).
-const ACTIONS: [&str; 2] = ["clear_add_on_credit_cap", "set_add_on_credit_cap"];
 
 /// The media type of JSON bodies.
 pub(super) const JSON: &str = "application/json";
@@ -867,7 +862,8 @@ fn requests(schemas: &mut Map<String, Value>) {
         ), not_together(agent, "group_name", "emails")),
     );
 
-    let scope = "Exactly one scope: `team_level: true`, `group_id` or `user_email` (rule `scope`).";
+    let [team, group, user] = SCOPES;
+    let scope = format!("Exactly one scope: `{team}: true`, `{group}` or `{user}` (rule `scope`).");
     let get = GetUsageConfigRequest::SPEC;
     schemas.insert(
         "GetUsageConfigRequest".into(),
@@ -883,15 +879,17 @@ fn requests(schemas: &mut Map<String, Value>) {
             set,
             &[],
             &[(
-                "set_add_on_credit_cap",
+                ACTIONS[1],
                 json!({"anyOf": [
                     {"type": "integer", "minimum": 0, "maximum": MAX_CAP},
                     {"type": "string", "pattern": "^-?[0-9]+$", "description": "a decimal integer"},
                 ]}),
             )],
             &format!(
-                "{scope} Exactly one action: `clear_add_on_credit_cap: true` or `set_add_on_credit_cap` \
-                 (an integer in 0..={MAX_CAP}; `0` sets a cap of 0) (rule `action`). {key_note}"
+                "{scope} Exactly one action: `{clear}: true` or `{set}` \
+                 (an integer in 0..={MAX_CAP}; `0` sets a cap of 0) (rule `action`). {key_note}",
+                clear = ACTIONS[0],
+                set = ACTIONS[1],
             ),
         ), [exactly_one(set, &SCOPES), exactly_one(set, &ACTIONS)]),
     );

@@ -471,7 +471,7 @@ pub(super) const SOURCES: [(&str, Source); 3] = [
 
 /// The `group_by` values and the fields they group by.
 pub(super) const GROUPS: [(&str, &str); 3] = [
-    ("user", "api_key"),
+    ("user", usage_core::schema::records::API_KEY),
     ("language", "language"),
     ("ide", "ide"),
 ];

@@ -2,6 +2,7 @@
 
 use usage_core::load::{FieldValue, Record};
 use usage_core::schema::Plan;
+use usage_core::schema::records::{BILLING, FieldHandle, RecordType, billing};
 use usage_core::time::{MICROS_PER_DAY, Timestamp};
 use usage_core::wire::GetTeamCreditBalanceResponse;
 
@@ -24,7 +25,66 @@ pub struct Billing {
     pub cycle_end: Timestamp,
 }
 
+/// The numbers of a billing state, by the fields of `billing` records that set them.
+pub const NUMBERS: [FieldHandle; 6] = [
+    billing::NUM_SEATS,
+    billing::PROMPT_CREDITS_PER_SEAT,
+    billing::ADD_ON_CREDITS_AVAILABLE,
+    billing::ADD_ON_CREDITS_USED,
+    billing::BILLING_CYCLE_START,
+    billing::BILLING_CYCLE_END,
+];
+
 impl Billing {
+    /// The number a field of `billing` records sets (times in microseconds).
+    ///
+    /// # Panics
+    /// For `plan` or a handle of another kind: not a number of the state.
+    pub fn number(&self, f: FieldHandle) -> i64 {
+        let mut b = *self;
+        *b.slot(f)
+    }
+
+    /// Sets the number a field of `billing` records sets ([`Billing::number`]).
+    ///
+    /// # Panics
+    /// As [`Billing::number`].
+    pub fn set_number(&mut self, f: FieldHandle, n: i64) {
+        *self.slot(f) = n;
+    }
+
+    /// Where the state keeps the number of `f` (by the field's position in the kind, so
+    /// that no handle is compared as a pattern).
+    fn slot(&mut self, f: FieldHandle) -> &mut i64 {
+        assert!(
+            std::ptr::eq(f.kind, &BILLING),
+            "`{}` is no field of billing records",
+            f.name()
+        );
+        let slots: [(usize, &mut i64); 6] = [
+            (billing::NUM_SEATS.index, &mut self.num_seats),
+            (
+                billing::PROMPT_CREDITS_PER_SEAT.index,
+                &mut self.prompt_credits_per_seat,
+            ),
+            (
+                billing::ADD_ON_CREDITS_AVAILABLE.index,
+                &mut self.add_on_credits_available,
+            ),
+            (
+                billing::ADD_ON_CREDITS_USED.index,
+                &mut self.add_on_credits_used,
+            ),
+            (billing::BILLING_CYCLE_START.index, &mut self.cycle_start.0),
+            (billing::BILLING_CYCLE_END.index, &mut self.cycle_end.0),
+        ];
+        slots
+            .into_iter()
+            .find(|(i, _)| *i == f.index)
+            .map(|(_, slot)| slot)
+            .unwrap_or_else(|| panic!("`{}` is no number of a billing state", f.name()))
+    }
+
     /// The state `team create` makes: a first cycle from `now`'s day (00:00Z) to one
     /// month later, no add-on credits.
     pub fn new(plan: Plan, seats: i64, credits_per_seat: i64, now: Timestamp) -> Billing {
@@ -74,60 +134,64 @@ impl Billing {
     /// Applies a `billing` record: the fields it has replace the stored ones; a record
     /// without cycle fields applies to the current cycle (rolled forward first).
     pub fn apply(&mut self, r: &Record, now: Timestamp) {
-        let has_cycle = r.get("billing_cycle_start") != &FieldValue::Absent
-            || r.get("billing_cycle_end") != &FieldValue::Absent;
-        if !has_cycle {
+        let given = |f: FieldHandle| r.get(f.name()) != &FieldValue::Absent;
+        if !given(billing::BILLING_CYCLE_START) && !given(billing::BILLING_CYCLE_END) {
             *self = self.current(now);
         }
-        if let Some(p) = r.get("plan").as_text().and_then(|p| p.parse::<Plan>().ok()) {
+        if let Some(p) = r
+            .get(billing::PLAN.name())
+            .as_text()
+            .and_then(|p| p.parse::<Plan>().ok())
+        {
             self.plan = p;
         }
-        let set = |field: &str, slot: &mut i64| {
-            if let Some(n) = r.get(field).as_count() {
-                *slot = n;
+        for f in NUMBERS {
+            let v = r.get(f.name());
+            if let Some(n) = v.as_count().or_else(|| v.as_time().map(|t| t.0)) {
+                self.set_number(f, n);
             }
-        };
-        set("num_seats", &mut self.num_seats);
-        set("prompt_credits_per_seat", &mut self.prompt_credits_per_seat);
-        set(
-            "add_on_credits_available",
-            &mut self.add_on_credits_available,
-        );
-        set("add_on_credits_used", &mut self.add_on_credits_used);
-        if let Some(t) = r.get("billing_cycle_start").as_time() {
-            self.cycle_start = t;
-        }
-        if let Some(t) = r.get("billing_cycle_end").as_time() {
-            self.cycle_end = t;
         }
     }
 
-    /// The state as an audit entry shows it: the fields of a `billing` record.
+    /// The state as an audit entry shows it: the fields of a `billing` record, in the
+    /// kind's order.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "plan": self.plan.as_str(),
-            "num_seats": self.num_seats,
-            "prompt_credits_per_seat": self.prompt_credits_per_seat,
-            "billing_cycle_start": self.cycle_start.to_rfc3339(),
-            "billing_cycle_end": self.cycle_end.to_rfc3339(),
-            "add_on_credits_available": self.add_on_credits_available,
-            "add_on_credits_used": self.add_on_credits_used,
-        })
+        let fields = (0..BILLING.fields.len()).map(|index| FieldHandle {
+            kind: &BILLING,
+            index,
+        });
+        let m = fields
+            .map(|f| {
+                let v = if f == billing::PLAN {
+                    self.plan.as_str().into()
+                } else if f.field().ty == RecordType::Timestamp {
+                    Timestamp(self.number(f)).to_rfc3339().into()
+                } else {
+                    self.number(f).into()
+                };
+                (f.name().to_string(), v)
+            })
+            .collect();
+        serde_json::Value::Object(m)
     }
 
     /// The state [`Billing::to_json`] wrote, `None` when `v` is not one.
     pub fn from_json(v: &serde_json::Value) -> Option<Billing> {
-        let n = |f: &str| v.get(f)?.as_i64();
-        let t = |f: &str| Timestamp::parse_rfc3339(v.get(f)?.as_str()?);
-        Some(Billing {
-            plan: v.get("plan")?.as_str()?.parse().ok()?,
-            num_seats: n("num_seats")?,
-            prompt_credits_per_seat: n("prompt_credits_per_seat")?,
-            add_on_credits_available: n("add_on_credits_available")?,
-            add_on_credits_used: n("add_on_credits_used")?,
-            cycle_start: t("billing_cycle_start")?,
-            cycle_end: t("billing_cycle_end")?,
-        })
+        let mut b = Billing::new(
+            v.get(billing::PLAN.name())?.as_str()?.parse().ok()?,
+            0,
+            0,
+            Timestamp(0),
+        );
+        for f in NUMBERS {
+            let x = v.get(f.name())?;
+            let n = match f.field().ty {
+                RecordType::Timestamp => Timestamp::parse_rfc3339(x.as_str()?)?.0,
+                _ => x.as_i64()?,
+            };
+            b.set_number(f, n);
+        }
+        Some(b)
     }
 
     /// The `GetTeamCreditBalance` answer at `now`.

@@ -5,13 +5,14 @@
 
 use usage_core::load::Record;
 use usage_core::plan::CapScope;
-use usage_core::schema::records::{self, RecordKind};
+use usage_core::schema::records::{self, FieldHandle, RecordKind, billing};
 use usage_core::schema::{Permission, Plan};
 use usage_core::time::Timestamp;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use super::billing::NUMBERS;
 use super::{Billing, Change, KeyInfo, RecordStream, StoreError, StoreResult, UnreadableRow};
 
 /// The unreadable rows a store has met (contract section 11): each row (its team, kind
@@ -153,35 +154,33 @@ pub(crate) fn key_info(
     })
 }
 
-/// The columns of the `billing` table after `team_id`, in the order of [`billing_row`] and
-/// [`billing_from_row`].
-pub(crate) const BILLING_COLUMNS: [&str; 7] = [
-    "plan",
-    "num_seats",
-    "prompt_credits_per_seat",
-    "add_on_credits_available",
-    "add_on_credits_used",
-    "cycle_start",
-    "cycle_end",
-];
-
-/// A billing state as the values of [`BILLING_COLUMNS`]: the plan's name, then the six
-/// numbers (times in microseconds).
-pub(crate) fn billing_row(b: &Billing) -> (&'static str, [i64; 6]) {
-    (
-        b.plan.as_str(),
-        [
-            b.num_seats,
-            b.prompt_credits_per_seat,
-            b.add_on_credits_available,
-            b.add_on_credits_used,
-            b.cycle_start.0,
-            b.cycle_end.0,
-        ],
-    )
+/// The column of the `billing` table that stores a field of `billing` records: its name,
+/// but for the cycle, whose columns the table had before the records named them.
+fn billing_column(f: FieldHandle) -> &'static str {
+    if f == billing::BILLING_CYCLE_START {
+        "cycle_start"
+    } else if f == billing::BILLING_CYCLE_END {
+        "cycle_end"
+    } else {
+        f.name()
+    }
 }
 
-/// A billing state read back from a row of [`BILLING_COLUMNS`]: `plan` (an unknown name
+/// The columns of the `billing` table after `team_id`: `plan`, then the column of each of
+/// [`NUMBERS`], in the order of [`billing_row`] and [`billing_from_row`].
+pub(crate) fn billing_columns() -> Vec<&'static str> {
+    std::iter::once(billing_column(billing::PLAN))
+        .chain(NUMBERS.iter().map(|&f| billing_column(f)))
+        .collect()
+}
+
+/// A billing state as the values of [`billing_columns`]: the plan's name, then the six
+/// numbers (times in microseconds).
+pub(crate) fn billing_row(b: &Billing) -> (&'static str, [i64; 6]) {
+    (b.plan.as_str(), NUMBERS.map(|f| b.number(f)))
+}
+
+/// A billing state read back from a row of [`billing_columns`]: `plan` (an unknown name
 /// reads as `pro`) and `number(i)`, the number in column `i` (1 to 6).
 ///
 /// # Errors
@@ -190,15 +189,11 @@ pub(crate) fn billing_from_row<E>(
     plan: &str,
     mut number: impl FnMut(usize) -> Result<i64, E>,
 ) -> Result<Billing, E> {
-    Ok(Billing {
-        plan: plan.parse().unwrap_or(Plan::Pro),
-        num_seats: number(1)?,
-        prompt_credits_per_seat: number(2)?,
-        add_on_credits_available: number(3)?,
-        add_on_credits_used: number(4)?,
-        cycle_start: Timestamp(number(5)?),
-        cycle_end: Timestamp(number(6)?),
-    })
+    let mut b = Billing::new(plan.parse().unwrap_or(Plan::Pro), 0, 0, Timestamp(0));
+    for (i, f) in NUMBERS.into_iter().enumerate() {
+        b.set_number(f, number(i + 1)?);
+    }
+    Ok(b)
 }
 
 /// Whether records of this kind are written whole, after reading what is stored: users

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 
 use super::{PgStore, pg_err};
-use crate::store::shared::{BILLING_COLUMNS, billing_from_row, billing_row};
+use crate::store::shared::{billing_columns, billing_from_row, billing_row};
 use crate::store::{Billing, BillingStore, StoreError, StoreResult};
 
 impl PgStore {
@@ -18,7 +18,7 @@ impl PgStore {
     ) -> StoreResult<Billing> {
         let q = format!(
             "SELECT {} FROM billing WHERE team_id = $1{}",
-            BILLING_COLUMNS.join(", "),
+            billing_columns().join(", "),
             if lock { " FOR UPDATE" } else { "" }
         );
         let row = c.query_opt(q.as_str(), &[&team]).await.map_err(pg_err)?;
@@ -33,14 +33,14 @@ impl PgStore {
         team: &str,
         b: &Billing,
     ) -> StoreResult<()> {
-        let updates: Vec<String> = BILLING_COLUMNS
+        let updates: Vec<String> = billing_columns()
             .iter()
             .map(|c| format!("{c} = EXCLUDED.{c}"))
             .collect();
         let q = format!(
             "INSERT INTO billing (team_id, {}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
              ON CONFLICT (team_id) DO UPDATE SET {}",
-            BILLING_COLUMNS.join(", "),
+            billing_columns().join(", "),
             updates.join(", ")
         );
         let (plan, n) = billing_row(b);

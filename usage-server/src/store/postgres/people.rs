@@ -33,7 +33,7 @@ struct Table {
 const USERS: Table = Table {
     kind: &records::USERS,
     filled: &[records::SIGNUP_TIME],
-    unique: Some("api_key"),
+    unique: Some(records::API_KEY),
 };
 
 /// The `groups` table.

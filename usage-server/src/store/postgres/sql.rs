@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use usage_core::plan::{FilterTest, FilterValue, QueryPlan, QueryShape, TimeRange};
 use usage_core::ranges::instant_ranges;
-use usage_core::schema::records::{RecordKind, RecordType};
+use usage_core::schema::records::{self, RecordKind, RecordType};
 use usage_core::schema::{Agg, Expr, FieldRef, FilterOp, PCW_COLUMNS, ValueType};
 use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR};
 use usage_core::zone::{LocalZone, Zone};
@@ -422,7 +422,7 @@ pub fn flat_query(
             for name in kind
                 .identity
                 .iter()
-                .filter(|n| **n != "api_key" && Some(**n) != kind.time)
+                .filter(|n| **n != records::API_KEY && Some(**n) != kind.time)
             {
                 let col = format!("r.{}", quote(name));
                 order.push(if *name == "version" {

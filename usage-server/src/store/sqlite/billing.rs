@@ -5,14 +5,14 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{SqliteStore, db_err};
-use crate::store::shared::{BILLING_COLUMNS, billing_from_row, billing_row};
+use crate::store::shared::{billing_columns, billing_from_row, billing_row};
 use crate::store::{Billing, BillingStore, StoreError, StoreResult};
 
 pub(super) fn read_billing(conn: &Connection, team: &str) -> StoreResult<Billing> {
     conn.query_row(
         &format!(
             "SELECT {} FROM billing WHERE team_id = ?1",
-            BILLING_COLUMNS.join(", ")
+            billing_columns().join(", ")
         ),
         [team],
         |r| {
@@ -30,7 +30,7 @@ pub(super) fn write_billing(conn: &Connection, team: &str, b: &Billing) -> Store
     conn.execute(
         &format!(
             "INSERT OR REPLACE INTO billing (team_id, {}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            BILLING_COLUMNS.join(", ")
+            billing_columns().join(", ")
         ),
         params![team, plan, n[0], n[1], n[2], n[3], n[4], n[5]],
     )

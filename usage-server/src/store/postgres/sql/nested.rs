@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use usage_core::plan::{QueryPlan, QueryShape, TimeRange};
 use usage_core::schema::Expr;
+use usage_core::schema::records;
 use usage_core::time::{MICROS_PER_DAY, MICROS_PER_HOUR};
 
 use super::super::dialect;
@@ -74,7 +75,7 @@ pub(super) fn nested_distinct(plan: &QueryPlan) -> Option<Vec<Distinct>> {
     let kind = plan.source.spec().record;
     let required =
         |name: Option<&str>| name.and_then(|n| kind.field(n)).is_some_and(|f| f.required);
-    if !required(Some("api_key")) || !required(kind.time) {
+    if !required(Some(records::API_KEY)) || !required(kind.time) {
         return None;
     }
     let mut used: Vec<Distinct> = plan
