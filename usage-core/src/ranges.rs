@@ -1,5 +1,5 @@
 //! Time-range compilation: the instants at which a filter on the record's time or one of
-//! its dates passes, as sorted, disjoint ranges ([`RangeSet`]), and those ranges as stored
+//! its dates passes, as sorted, disjoint ranges (`RangeSet`), and those ranges as stored
 //! values of a column in its unit. The evaluator ([`crate::eval`]) and the PostgreSQL
 //! store's SQL both read filters on times from here, so a date in any zone selects the
 //! same rows in both.

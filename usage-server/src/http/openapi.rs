@@ -11,6 +11,11 @@
 //! parameters lists them in [`Endpoint::parameters`]; one that answers something other than
 //! JSON (a metrics page) sets [`Endpoint::media_type`]. `UPDATE_DOCS=1 cargo test -p
 //! usage-server --lib -- openapi_docs_are_current` then rewrites `docs/openapi.json`.
+//!
+//! The file is longer than the project's 700 lines on purpose: it is the document's
+//! builder, one schema after another, and split by topic its pieces would name each
+//! other's helpers in a circle; the v2 endpoints' entries, which read v2.rs's tables, are
+//! a child (`openapi/v2.rs`).
 
 use serde_json::{Map, Value, json};
 use usage_core::Rule;

@@ -383,7 +383,7 @@ impl StoreOps for PgStore {
     }
 
     /// One token of the key's bucket in `rate_buckets`, from a lease this instance holds
-    /// when it has one ([`rate`]).
+    /// when it has one (`rate.rs`: leases).
     async fn take_token(
         &self,
         team: &str,
