@@ -335,3 +335,52 @@ other/
         assert!(!names(&e, unnamed), "{unnamed} should not be named");
     }
 }
+
+/// The most lines of production code a module file may have: the lines before its first
+/// `#[cfg(test)]` item at the start of a line (tests beside the code do not count).
+const MAX_PRODUCTION_LINES: usize = 720;
+
+/// Files allowed past [`MAX_PRODUCTION_LINES`], each with the reason written in the file
+/// itself (its `//!` doc says why).
+const LONGER_ON_PURPOSE: [&str; 1] = [
+    // The OpenAPI document's builder, one schema after another.
+    "usage-server/src/http/openapi.rs",
+];
+
+/// One concern per file: no production module is longer than about 700 lines, except the
+/// files listed with their reason; a listed file that got short enough fails too (take it
+/// off the list).
+#[test]
+fn no_production_file_is_longer_than_about_700_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut long = Vec::new();
+    let mut listed_but_short = Vec::new();
+    for krate in CRATES {
+        let src = root.join(krate).join("src");
+        for rel in std::iter::once("lib.rs".to_string()).chain(production_modules(&src)) {
+            let text = std::fs::read_to_string(src.join(&rel)).expect("source is readable");
+            let lines = text
+                .lines()
+                .take_while(|l| !l.starts_with("#[cfg(test)]"))
+                .count();
+            let name = format!("{krate}/src/{rel}");
+            let listed = LONGER_ON_PURPOSE.contains(&name.as_str());
+            if lines > MAX_PRODUCTION_LINES && !listed {
+                long.push(format!("{name}: {lines} lines"));
+            }
+            if listed && lines <= MAX_PRODUCTION_LINES {
+                listed_but_short.push(name);
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "production files over {MAX_PRODUCTION_LINES} lines (split them by concern, or list \
+         them in LONGER_ON_PURPOSE with the reason in the file):\n{}",
+        long.join("\n")
+    );
+    assert!(
+        listed_but_short.is_empty(),
+        "listed as longer on purpose but no longer long: {listed_but_short:?}"
+    );
+}
