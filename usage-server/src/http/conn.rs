@@ -48,6 +48,11 @@ pub struct Timeouts {
     pub idle: Duration,
 }
 
+/// The most bytes of a request's head read at once: hyper refuses a header section past
+/// its buffer (about 408 KiB) only when a read leaves the head incomplete, so a head read
+/// in smaller parts is refused (431) whatever the timing of its bytes.
+const HEAD_CHUNK: usize = 16 * 1024;
+
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
@@ -317,7 +322,21 @@ impl AsyncRead for TimedIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
-        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let res = if matches!(self.state.phase(), Phase::Idle | Phase::Headers)
+            && buf.remaining() > HEAD_CHUNK
+        {
+            // A request's head is read at most HEAD_CHUNK bytes at a time, so that hyper
+            // checks its buffer limit between reads: read whole, a header section larger
+            // than the limit that arrived before the first read parsed and was served
+            // (431 or 200 by timing).
+            let mut chunk = [0u8; HEAD_CHUNK];
+            let mut part = ReadBuf::new(&mut chunk);
+            let res = Pin::new(&mut self.inner).poll_read(cx, &mut part);
+            buf.put_slice(part.filled());
+            res
+        } else {
+            Pin::new(&mut self.inner).poll_read(cx, buf)
+        };
         if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             if self.state.phase() == Phase::Idle {
                 // A request starts: an answer the library refuses it with has no body if
