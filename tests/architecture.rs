@@ -29,6 +29,8 @@
 //! name `auth/rate.rs`), not `c.rs` under another folder (`billing.rs` in the text of
 //! `sqlite/` does not name `postgres/billing.rs`), not `v2.rs` inside `openapi/v2.rs`.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 const CRATES: [&str; 3] = ["usage-core", "usage-client", "usage-server"];
@@ -36,37 +38,26 @@ const CRATES: [&str; 3] = ["usage-core", "usage-client", "usage-server"];
 /// The production module files of a crate's `src`, as paths relative to it with `/`.
 fn production_modules(src: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("source folder is readable") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let rel: Vec<String> = path
-                .strip_prefix(src)
-                .expect("under src")
-                .iter()
-                .map(|s| s.to_string_lossy().into_owned())
-                .collect();
-            let rel = rel.join("/");
-            let text = std::fs::read_to_string(&path).expect("source is readable");
-            if rel == "lib.rs"
-                || is_test_file(&rel)
-                || text
-                    .lines()
-                    .next()
-                    .is_some_and(|l| l.starts_with("// @generated"))
-                || declared_under_cfg_test(src, &rel)
-            {
-                continue;
-            }
-            out.push(rel);
+    for path in support::rust_files(src) {
+        let rel: Vec<String> = path
+            .strip_prefix(src)
+            .expect("under src")
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        let rel = rel.join("/");
+        let text = std::fs::read_to_string(&path).expect("source is readable");
+        if rel == "lib.rs"
+            || is_test_file(&rel)
+            || text
+                .lines()
+                .next()
+                .is_some_and(|l| l.starts_with("// @generated"))
+            || declared_under_cfg_test(src, &rel)
+        {
+            continue;
         }
+        out.push(rel);
     }
     out.sort();
     out

@@ -11,6 +11,8 @@
 //! parent's edges down to its children's items included, so files side by side that name
 //! each other's items (`a -> b -> a`), directly or through others, make a circle.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -171,32 +173,21 @@ type ModPath = Vec<String>;
 /// are the root; `a/mod.rs` and `a.rs` are `a`).
 fn files(src: &Path) -> BTreeMap<PathBuf, ModPath> {
     let mut out = BTreeMap::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("source folder is readable") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let rel = path.strip_prefix(src).expect("under src");
-            let mut module: ModPath = rel
-                .parent()
-                .map(|p| p.iter().map(|s| s.to_string_lossy().into_owned()).collect())
-                .unwrap_or_default();
-            let stem = path
-                .file_stem()
-                .expect("stem")
-                .to_string_lossy()
-                .into_owned();
-            if !(module.is_empty() && (stem == "lib" || stem == "main")) && stem != "mod" {
-                module.push(stem);
-            }
-            out.insert(path, module);
+    for path in support::rust_files(src) {
+        let rel = path.strip_prefix(src).expect("under src");
+        let mut module: ModPath = rel
+            .parent()
+            .map(|p| p.iter().map(|s| s.to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        let stem = path
+            .file_stem()
+            .expect("stem")
+            .to_string_lossy()
+            .into_owned();
+        if !(module.is_empty() && (stem == "lib" || stem == "main")) && stem != "mod" {
+            module.push(stem);
         }
+        out.insert(path, module);
     }
     out
 }
