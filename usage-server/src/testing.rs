@@ -124,8 +124,8 @@ impl TestStore {
     }
 }
 
-/// The store's cache as `serve` runs it: PostgreSQL answers from its columnar cache once a
-/// team is loaded, by SQL while the load runs (the other stores hold their teams anyway).
+/// The store's team-data cache as `serve` runs it: PostgreSQL answers from it once a team
+/// is loaded, by SQL while the load runs; SQLite waits for the load.
 const SERVED: store::CacheConfig = store::CacheConfig {
     bytes: 1 << 30,
     wait_for_load: false,

@@ -137,9 +137,10 @@ pub struct ServeArgs {
     /// in its own queue. Default: half the query slots (at least 1).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub team_query_slots: Option<u16>,
-    /// Memory for the PostgreSQL store's columnar cache of the teams served, in bytes
-    /// (suffixes K, M, G: powers of 1024); 0 answers every query in SQL. Default: a
-    /// quarter of the machine's memory. The other stores hold their teams anyway.
+    /// Memory for the team-data cache of the teams served (SQLite and PostgreSQL), in
+    /// bytes (suffixes K, M, G: powers of 1024); a team that does not fit is answered
+    /// without it (SQL on PostgreSQL, a read of the team on SQLite), and 0 holds none.
+    /// Default: a quarter of the machine's memory.
     #[arg(long, value_parser = parse_bytes)]
     pub cache_bytes: Option<usize>,
     /// Serve `GET /metrics` on this address only (default: on the API's address). It is

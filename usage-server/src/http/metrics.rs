@@ -10,10 +10,12 @@
 //! - `usage_records_ingested_total{kind}`: records accepted by `Ingest`.
 //! - `usage_store_records{kind}`: records held per kind, read from the store at each
 //!   scrape: the memory and SQLite stores count the teams they hold in memory (every team,
-//!   once `serve` has started), the PostgreSQL store gives its planner's live-row estimate.
-//! - `usage_cache_events_total{event}` and `usage_cache_bytes`: the PostgreSQL store's
-//!   columnar cache (`hit`, `pushdown`, `load`, `catch_up`, `eviction`) and the bytes it
-//!   holds (no events and 0 bytes on the other stores, which hold their teams anyway).
+//!   once `serve` has started, within SQLite's cache budget), the PostgreSQL store gives
+//!   its planner's live-row estimate.
+//! - `usage_cache_events_total{event}` and `usage_cache_bytes`: the SQLite or PostgreSQL
+//!   store's team-data cache (`hit`, `pushdown`: answered without it, `load`,
+//!   `catch_up`, `eviction`) and the bytes it holds (none on the memory store, and
+//!   without a budget).
 //!
 //! - `usage_queries{state}`: queries now `running` in a slot of the pool and `waiting` for
 //!   one (their team's or the pool's; `http::gate`).
@@ -144,7 +146,7 @@ impl Metrics {
         );
         registry.register(
             "cache_events",
-            "The PostgreSQL store's columnar cache: hits, pushdowns, loads, catch-ups, evictions",
+            "The store's team-data cache: hits, pushdowns, loads, catch-ups, evictions",
             cache_events.clone(),
         );
         registry.register(

@@ -29,8 +29,9 @@ use usage_core::wire::decode::{Kind, ObjectSpec, Request, camel};
 use usage_core::wire::export::Format;
 use usage_core::wire::{
     AgentAnalyticsRequest, AnalyticsRequest, GetTeamCreditBalanceRequest, GetUsageConfigRequest,
-    IngestRequest, UsageConfigRequest, UserPageAnalyticsRequest,
+    IngestRequest, UsageConfigRequest, UserPageAnalyticsRequest, UserStats,
 };
+use usage_core::{Ident, time::Timestamp};
 
 use super::Op;
 use super::ops::permission;
@@ -248,6 +249,54 @@ fn op_endpoint(op: Op) -> Endpoint {
         also,
         parameters: vec![],
     }
+}
+
+/// The schema of a user row of `UserPageAnalytics`, read off the wire type's own
+/// serialization, so that its property names are serde's and never spelt here: a row with
+/// every field set shows every property and its kind, and the properties an empty row
+/// still has are required.
+fn user_stats_schema(time: &Value) -> Value {
+    let at = Timestamp(0);
+    let row = |full: bool| {
+        let some = |t| full.then_some(t);
+        serde_json::to_value(UserStats {
+            name: String::new(),
+            email: String::new(),
+            last_update_time: some(at),
+            api_key: String::new(),
+            active_days: 0,
+            disable_vendor: full.then_some(true),
+            last_autocomplete_usage_time: some(at),
+            last_chat_usage_time: some(at),
+            last_command_usage_time: some(at),
+            team_status: Ident::Known(TeamStatus::Approved),
+            signup_time: some(at),
+        })
+        .expect("a user row serializes")
+    };
+    let (Value::Object(full), Value::Object(empty)) = (row(true), row(false)) else {
+        unreachable!("a user row is an object")
+    };
+    let epoch = serde_json::to_value(at).expect("a time serializes");
+    let status = serde_json::to_value(Ident::Known(TeamStatus::Approved)).expect("serializes");
+    let properties: Map<String, Value> = full
+        .into_iter()
+        .map(|(name, v)| {
+            let schema = match v {
+                Value::Bool(_) => json!({"const": true, "description": "Present only when an administrator disabled the user's access."}),
+                Value::Number(_) => json!({"type": "integer", "minimum": 0}),
+                v if v == epoch => time.clone(),
+                v if v == status => schema_ref("TeamStatus"),
+                _ => json!({"type": "string"}),
+            };
+            (name, schema)
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "required": empty.keys().collect::<Vec<_>>(),
+        "properties": properties,
+    })
 }
 
 pub(super) fn schema_ref(name: &str) -> Value {
@@ -1050,23 +1099,7 @@ fn responses(schemas: &mut Map<String, Value>) {
             },
         }},
     }));
-    schemas.insert("UserStats".into(), json!({
-        "type": "object",
-        "required": ["name", "email", "apiKey", "activeDays", "teamStatus"],
-        "properties": {
-            "name": {"type": "string"},
-            "email": {"type": "string"},
-            "lastUpdateTime": time,
-            "apiKey": {"type": "string"},
-            "activeDays": {"type": "integer", "minimum": 0},
-            "disableVendor": {"const": true, "description": "Present only when an administrator disabled the user's access."},
-            "lastAutocompleteUsageTime": time,
-            "lastChatUsageTime": time,
-            "lastCommandUsageTime": time,
-            "teamStatus": schema_ref("TeamStatus"),
-            "signupTime": time,
-        },
-    }));
+    schemas.insert("UserStats".into(), user_stats_schema(&time));
     schemas.insert("BillingState".into(), json!({
         "type": "object",
         "description": "A team's billing, as an audit entry of scope `billing` shows it (the fields of a `billing` record).",

@@ -20,6 +20,7 @@ mod ops;
 pub mod postgres;
 mod shared;
 pub mod sqlite;
+mod team_cache;
 
 use async_trait::async_trait;
 use usage_core::Violations;

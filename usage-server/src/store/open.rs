@@ -15,8 +15,8 @@ pub async fn open(spec: &str) -> Result<Arc<dyn Store>, String> {
     open_with(spec, CacheConfig::OFF).await
 }
 
-/// [`open`], with a columnar cache of the teams served where the store keeps its data
-/// elsewhere (PostgreSQL; the memory and SQLite stores hold their teams in memory anyway).
+/// [`open`], with a team-data cache of the budget given (SQLite and PostgreSQL; the
+/// memory store holds its teams in memory anyway).
 ///
 /// # Errors
 /// As [`open`].
@@ -24,11 +24,14 @@ pub async fn open_with(spec: &str, cache: CacheConfig) -> Result<Arc<dyn Store>,
     if spec == "memory:" || spec == "memory" {
         return Ok(Arc::new(memory::MemoryStore::new()));
     }
-    if let Some(s) = open_sqlite(spec).await {
+    if let Some(path) = sqlite_path(spec) {
+        let s = sqlite::SqliteStore::open_with(std::path::Path::new(path?), cache)
+            .await
+            .map_err(|e| format!("cannot open {spec}: {e}"))?;
         // Keys, teams, caps and billing from memory while the change counter is polled
         // (a running server's poller); without polling every call reads the file.
         return Ok(Arc::new(cached::CachedMeta::new(
-            Arc::new(s?),
+            Arc::new(s),
             cached::MAX_AGE,
         )));
     }
@@ -51,19 +54,29 @@ pub async fn open_with(spec: &str, cache: CacheConfig) -> Result<Arc<dyn Store>,
     ))
 }
 
-/// Opens the SQLite store a `--store` value names; `None` when it names another store.
+/// Opens the SQLite store a `--store` value names, holding no team in memory; `None`
+/// when it names another store.
 ///
 /// # Errors
 /// `sqlite:` without a path, or a file that cannot be opened or migrated.
 pub async fn open_sqlite(spec: &str) -> Option<Result<sqlite::SqliteStore, String>> {
+    let path = match sqlite_path(spec)? {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(
+        sqlite::SqliteStore::open_with(std::path::Path::new(path), CacheConfig::OFF)
+            .await
+            .map_err(|e| format!("cannot open {spec}: {e}")),
+    )
+}
+
+/// The path of a `sqlite:` value; `None` when it names another store.
+fn sqlite_path(spec: &str) -> Option<Result<&str, String>> {
     let path = spec.strip_prefix("sqlite:")?;
     let path = path.strip_prefix("//").unwrap_or(path);
     if path.is_empty() {
         return Some(Err("`sqlite:` needs a path, e.g. sqlite:usage.db".into()));
     }
-    Some(
-        sqlite::SqliteStore::open(std::path::Path::new(path))
-            .await
-            .map_err(|e| format!("cannot open {spec}: {e}")),
-    )
+    Some(Ok(path))
 }

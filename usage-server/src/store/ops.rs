@@ -22,22 +22,32 @@ pub enum Token {
 }
 
 /// How much memory a store may give to the teams' data it holds for queries (the
-/// PostgreSQL store's columnar cache; the memory and SQLite stores hold every team anyway).
+/// team-data cache of the SQLite and PostgreSQL stores; the memory store holds every team
+/// anyway).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheConfig {
     /// The budget, in bytes, of the teams' columns held; 0 turns the cache off (every
-    /// query is pushed down to SQL).
+    /// query is pushed down to SQL on PostgreSQL, reads its team on SQLite).
     pub bytes: usize,
-    /// Whether a query waits for its team's first load (tests). Otherwise, as a server
-    /// runs, queries are pushed down to SQL while the load runs.
+    /// Whether a query waits for its team's first load (tests; always on SQLite).
+    /// Otherwise, as a server runs, PostgreSQL pushes queries down to SQL while the load
+    /// runs.
     pub wait_for_load: bool,
 }
 
 impl CacheConfig {
-    /// No cache: every query is pushed down to SQL (the store of the CLI's commands).
+    /// No cache (the store of the CLI's commands): every query is pushed down to SQL, or
+    /// reads its team.
     pub const OFF: CacheConfig = CacheConfig {
         bytes: 0,
         wait_for_load: false,
+    };
+
+    /// Every team read is held, and queries wait for their team's load (tests,
+    /// embedding).
+    pub const ALL: CacheConfig = CacheConfig {
+        bytes: usize::MAX,
+        wait_for_load: true,
     };
 
     /// The default budget of `serve`: a quarter of the machine's memory (`MemTotal` of
@@ -59,7 +69,8 @@ impl CacheConfig {
 pub struct CacheStats {
     /// Queries answered from memory.
     pub hits: u64,
-    /// Queries pushed down to SQL (no cache, team loading or too large).
+    /// Queries answered without the cache (team loading or too large): pushed down to SQL
+    /// on PostgreSQL, from a read of the team for the one query on SQLite.
     pub pushdowns: u64,
     /// Teams loaded.
     pub loads: u64,
@@ -130,8 +141,8 @@ pub trait StoreOps: Send + Sync {
     async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>> {
         Ok(Vec::new())
     }
-    /// What the store's cache of teams' data has done, where it has one with a budget
-    /// (PostgreSQL).
+    /// What the store's team-data cache has done, where it has one with a budget (SQLite
+    /// and PostgreSQL).
     fn cache_stats(&self) -> Option<CacheStats> {
         None
     }

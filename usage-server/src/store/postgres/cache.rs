@@ -1,30 +1,25 @@
-//! The per-instance columnar cache of the PostgreSQL store: each server instance keeps the
-//! teams it serves as [`TeamData`] (the in-memory evaluator's columns) and answers their
-//! queries from memory, kept current from a change feed that every instance shares.
+//! The PostgreSQL store's source of the team-data cache (`store/team_cache.rs`, shared with
+//! SQLite): how an instance reads a team and its changes, and the change feed that every
+//! instance shares.
 //!
 //! - **Change feed.** Every write of team data takes the team's next change number
 //!   (under the team's write lock, so numbers commit in order), stamps the
 //!   rows it writes with it (`names::CHANGE_SEQ`) and sends `NOTIFY usage_changes, '<team>'`,
 //!   delivered at commit.
-//! - **Load.** A team's first query starts a load: in one `REPEATABLE READ` snapshot, the
-//!   team's change position, its users and groups, then each record table by binary `COPY`,
-//!   streamed in chunks to a blocking thread that fills the columns (no JSON, no row held
-//!   twice). Queries that come while it runs, and teams that do not fit the budget, are
-//!   pushed down to SQL as without a cache.
+//! - **Load.** In one `REPEATABLE READ` snapshot, the team's change position, its users
+//!   and groups, then each record table by binary `COPY`, streamed in chunks to a
+//!   blocking thread that fills the columns (no JSON, no row held twice). Queries that
+//!   come while it runs, and teams that do not fit the budget, are pushed down to SQL.
 //! - **Catch-up.** A held team is read again only from its change position on: the rows
 //!   stamped with a newer number (and users and groups whole when they changed), applied
-//!   like a batch. A team is caught up before it answers when it was told of a change (a
-//!   notification, or a write through this instance), when no notification can be trusted
-//!   (the listening connection is down) or when it was last checked more than
-//!   [`RECHECK`] ago; a notification also starts a catch-up at once in the background.
-//! - **Budget.** [`CacheConfig::bytes`] bounds the columns held: the least recently used
-//!   teams are dropped to make room; a team that alone exceeds it stays on SQL.
+//!   like a batch. A notification tells the cache at once, which catches up in the
+//!   background; while the listening connection is down every query checks first, and a
+//!   team is checked anyway when it was last checked more than [`RECHECK`] ago.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
+use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Pool, Transaction};
 use futures_util::StreamExt;
 use tokio_postgres::binary_copy::{BinaryCopyOutRow, BinaryCopyOutStream};
@@ -37,8 +32,8 @@ use usage_core::schema::records::{self, RecordKind, RecordType};
 
 use super::tls::Connector;
 use super::{dialect, names, people, pg_err, pool_err, rows};
-use crate::store::shared::INLINE_ROWS;
-use crate::store::{CacheConfig, CacheStats, StoreError, StoreResult};
+use crate::store::team_cache::{TeamCache, TeamSource};
+use crate::store::{CacheConfig, StoreError, StoreResult};
 
 /// The channel of change notifications; the payload is the team's id.
 const CHANNEL: &str = "usage_changes";
@@ -57,94 +52,9 @@ const RECONNECT: Duration = Duration::from_millis(500);
 /// A team's change position: the number of its last write of team data, and of its last
 /// write of users or groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct Position {
+pub(crate) struct Position {
     seq: i64,
     people: i64,
-}
-
-/// A team held in memory.
-pub(super) struct Held {
-    data: RwLock<TeamData>,
-    /// The change position `data` is at; locked while catching up, so catch-ups of a team
-    /// run one at a time.
-    at: tokio::sync::Mutex<Position>,
-    /// Changes told of (notifications, writes through this instance; one more when just
-    /// loaded and when the listener reconnected, as it may have missed some).
-    told: AtomicU64,
-    /// The value of `told` when the last finished catch-up began: the team is stale while
-    /// the two differ.
-    seen: AtomicU64,
-    /// A background catch-up runs.
-    prefetching: AtomicBool,
-    /// When the last finished catch-up began (milliseconds since the cache began): the
-    /// data holds every change acknowledged before then.
-    checked: AtomicU64,
-    /// The cache's clock at its last use (least recently used goes first).
-    used: AtomicU64,
-    /// Heap bytes of its columns.
-    bytes: AtomicU64,
-}
-
-impl Held {
-    fn stale(&self) -> bool {
-        self.told.load(Ordering::SeqCst) != self.seen.load(Ordering::SeqCst)
-    }
-
-    fn tell(&self) {
-        self.told.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Runs `f` over the team's data: on this thread when the team is small (see
-    /// [`INLINE_ROWS`]), else on the blocking pool.
-    pub(super) async fn read<T: Send + 'static>(
-        self: Arc<Self>,
-        f: impl FnOnce(&TeamData) -> StoreResult<T> + Send + 'static,
-    ) -> StoreResult<T> {
-        if let Ok(d) = self.data.try_read()
-            && d.usage_rows() <= INLINE_ROWS
-        {
-            return f(&d);
-        }
-        tokio::task::spawn_blocking(move || {
-            f(&self.data.read().unwrap_or_else(PoisonError::into_inner))
-        })
-        .await
-        .map_err(|e| StoreError::Internal(format!("a query task failed: {e}")))?
-    }
-}
-
-#[derive(Clone)]
-enum Slot {
-    /// The first load runs; the receiver turns true when it ends.
-    Loading(tokio::sync::watch::Receiver<bool>),
-    Ready(Arc<Held>),
-    /// The team alone exceeds the budget: answered by SQL.
-    TooBig,
-}
-
-/// The cache of one store instance.
-pub(super) struct Cache {
-    config: CacheConfig,
-    pool: Pool,
-    slots: Mutex<HashMap<String, Slot>>,
-    /// The clock of uses.
-    tick: AtomicU64,
-    began: Instant,
-    /// Whether the listener is connected and listening: only then may a team that was told
-    /// of no change answer without asking the database.
-    listening: AtomicBool,
-    listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    hits: AtomicU64,
-    pushdowns: AtomicU64,
-    loads: AtomicU64,
-    catch_ups: AtomicU64,
-    evictions: AtomicU64,
-}
-
-impl Drop for Cache {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// Takes the team's next change number in a write's transaction (which holds the team's
@@ -300,197 +210,25 @@ async fn snapshot<'a>(c: &'a mut deadpool_postgres::Object) -> StoreResult<Trans
         .map_err(pg_err)
 }
 
-/// The heap bytes a team's data is counted as.
-fn weight(d: &TeamData) -> u64 {
-    d.usage_heap_bytes() as u64
+/// How an instance reads teams from the database.
+pub(crate) struct PgSource {
+    pool: Pool,
 }
 
-impl Cache {
-    /// A cache over `pool`; with a budget, it listens for changes on a connection of its
-    /// own made from `listen` with the pool's TLS connector `tls`.
-    pub(super) fn new(
-        config: CacheConfig,
-        pool: Pool,
-        listen: &tokio_postgres::Config,
-        tls: Connector,
-    ) -> Arc<Cache> {
-        let cache = Arc::new(Cache {
-            config,
-            pool,
-            slots: Mutex::new(HashMap::new()),
-            tick: AtomicU64::new(0),
-            began: Instant::now(),
-            listening: AtomicBool::new(false),
-            listener: Mutex::new(None),
-            hits: AtomicU64::new(0),
-            pushdowns: AtomicU64::new(0),
-            loads: AtomicU64::new(0),
-            catch_ups: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
-        });
-        if config.bytes > 0 {
-            let task = tokio::spawn(listen_for_changes(
-                Arc::downgrade(&cache),
-                listen.clone(),
-                tls,
-            ));
-            *cache
-                .listener
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = Some(task);
-        }
-        cache
-    }
+/// What changed of a team since a position: its users and groups (whole, when they
+/// changed) and the newer rows of each record table.
+pub(crate) struct Changes {
+    now: Position,
+    people: Option<TeamData>,
+    segments: Vec<Segment>,
+}
 
-    /// Stops listening (the store closes).
-    pub(super) fn stop(&self) {
-        if let Some(l) = self
-            .listener
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            l.abort();
-        }
-        self.listening.store(false, Ordering::Release);
-    }
+#[async_trait]
+impl TeamSource for PgSource {
+    type Position = Position;
+    type Changes = Changes;
 
-    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn millis(&self) -> u64 {
-        self.began.elapsed().as_millis() as u64
-    }
-
-    /// The budget in bytes (0: no cache).
-    pub(super) fn budget(&self) -> usize {
-        self.config.bytes
-    }
-
-    /// What the cache has done so far.
-    pub(super) fn stats(&self) -> CacheStats {
-        let bytes = self
-            .slots()
-            .values()
-            .map(|s| match s {
-                Slot::Ready(h) => h.bytes.load(Ordering::Relaxed),
-                _ => 0,
-            })
-            .sum();
-        CacheStats {
-            hits: self.hits.load(Ordering::Relaxed),
-            pushdowns: self.pushdowns.load(Ordering::Relaxed),
-            loads: self.loads.load(Ordering::Relaxed),
-            catch_ups: self.catch_ups.load(Ordering::Relaxed),
-            evictions: self.evictions.load(Ordering::Relaxed),
-            bytes,
-        }
-    }
-
-    /// The team's data, current, to answer from; `None`: answer by SQL (no cache, the
-    /// first load runs, or the team does not fit). A team not held yet starts loading.
-    pub(super) async fn held(self: &Arc<Self>, team: &str) -> StoreResult<Option<Arc<Held>>> {
-        if self.config.bytes == 0 {
-            return Ok(None);
-        }
-        // A failed load leaves no slot; a waiting query tries again once, then is pushed
-        // down.
-        for _ in 0..2 {
-            let slot = {
-                let mut slots = self.slots();
-                match slots.get(team) {
-                    Some(s) => s.clone(),
-                    None => {
-                        let (done, rx) = tokio::sync::watch::channel(false);
-                        slots.insert(team.to_string(), Slot::Loading(rx.clone()));
-                        let me = self.clone();
-                        let team = team.to_string();
-                        tokio::spawn(async move {
-                            me.load(&team).await;
-                            let _ = done.send(true);
-                        });
-                        Slot::Loading(rx)
-                    }
-                }
-            };
-            match slot {
-                Slot::Ready(h) => {
-                    h.used.store(
-                        self.tick.fetch_add(1, Ordering::Relaxed) + 1,
-                        Ordering::Relaxed,
-                    );
-                    let unchecked = self
-                        .millis()
-                        .saturating_sub(h.checked.load(Ordering::Acquire))
-                        > RECHECK.as_millis() as u64;
-                    if h.stale() || !self.listening.load(Ordering::Acquire) || unchecked {
-                        self.catch_up(team, &h).await?;
-                    }
-                    self.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Some(h));
-                }
-                Slot::TooBig => break,
-                Slot::Loading(mut rx) => {
-                    if !self.config.wait_for_load {
-                        break;
-                    }
-                    let _ = rx.wait_for(|done| *done).await;
-                }
-            }
-        }
-        self.pushdowns.fetch_add(1, Ordering::Relaxed);
-        Ok(None)
-    }
-
-    /// Loads a team and puts it in its slot (or marks it too large, or clears the slot
-    /// when the load failed, so that a later query tries again).
-    async fn load(&self, team: &str) {
-        let began = Instant::now();
-        let loaded = self.read_team(team).await;
-        let mut slots = self.slots();
-        match loaded {
-            Ok(Some((data, at))) => {
-                tracing::info!(
-                    team,
-                    rows = data.usage_rows(),
-                    bytes = weight(&data),
-                    seconds = began.elapsed().as_secs_f64(),
-                    "a team is loaded into the cache"
-                );
-                let held = Arc::new(Held {
-                    bytes: AtomicU64::new(weight(&data)),
-                    data: RwLock::new(data),
-                    at: tokio::sync::Mutex::new(at),
-                    // Changes that came while loading may have been missed: check first.
-                    told: AtomicU64::new(1),
-                    seen: AtomicU64::new(0),
-                    prefetching: AtomicBool::new(false),
-                    checked: AtomicU64::new(self.millis()),
-                    used: AtomicU64::new(self.tick.fetch_add(1, Ordering::Relaxed) + 1),
-                });
-                slots.insert(team.to_string(), Slot::Ready(held));
-                self.loads.fetch_add(1, Ordering::Relaxed);
-                self.keep_to_budget(&mut slots, team);
-            }
-            Ok(None) => {
-                tracing::info!(
-                    team,
-                    budget = self.config.bytes,
-                    "a team exceeds the cache's budget: its queries are answered in SQL"
-                );
-                slots.insert(team.to_string(), Slot::TooBig);
-            }
-            Err(e) => {
-                tracing::warn!(team, error = %e, "loading a team into the cache failed");
-                slots.remove(team);
-            }
-        }
-    }
-
-    /// A team's data and change position, read in one snapshot; `None` when it does not
-    /// fit the budget.
-    async fn read_team(&self, team: &str) -> StoreResult<Option<(TeamData, Position)>> {
+    async fn load(&self, team: &str, budget: usize) -> StoreResult<Option<(TeamData, Position)>> {
         let mut c = self.pool.get().await.map_err(pool_err)?;
         let tx = snapshot(&mut c).await?;
         let at = position(&tx, team).await?;
@@ -500,7 +238,7 @@ impl Cache {
             .copied()
             .filter(|k| names::has_table(k))
         {
-            let room = self.config.bytes.saturating_sub(data.usage_heap_bytes());
+            let room = budget.saturating_sub(data.usage_heap_bytes());
             match copy_kind(&tx, team, kind, None, room).await? {
                 Some(seg) if seg.rows() > 0 => data.install(seg),
                 Some(_) => {}
@@ -511,21 +249,13 @@ impl Cache {
         Ok(Some((data, at)))
     }
 
-    /// Reads what changed since the team's position and applies it.
-    async fn catch_up(&self, team: &str, h: &Arc<Held>) -> StoreResult<()> {
-        let mut at = h.at.lock().await;
-        // What was told of and acknowledged before the snapshot below is read now; a change
-        // told of from here on leaves the team stale for the next catch-up.
-        let told = h.told.load(Ordering::SeqCst);
-        let began = self.millis();
+    async fn changes(&self, team: &str, at: &Position) -> StoreResult<Option<Changes>> {
         let mut c = self.pool.get().await.map_err(pool_err)?;
         let tx = snapshot(&mut c).await?;
         let now = position(&tx, team).await?;
         if now == *at {
             tx.commit().await.map_err(pg_err)?;
-            h.checked.store(began, Ordering::Release);
-            h.seen.store(told, Ordering::SeqCst);
-            return Ok(());
+            return Ok(None);
         }
         let people = if now.people > at.people {
             Some(people::load(&tx, team).await?)
@@ -547,117 +277,96 @@ impl Cache {
             }
         }
         tx.commit().await.map_err(pg_err)?;
-        let held = h.clone();
-        let bytes = tokio::task::spawn_blocking(move || {
-            let mut d = held.data.write().unwrap_or_else(PoisonError::into_inner);
-            if let Some(p) = people {
-                // Users and groups are never deleted: the stored ones replace the held.
-                for kind in [&records::GROUPS, &records::USERS] {
-                    d.apply(&Batch {
-                        kind,
-                        records: p.records(kind).cloned().collect(),
-                    });
-                }
-            }
-            for seg in segments {
-                d.replay(seg);
-            }
-            weight(&d)
-        })
-        .await
-        .map_err(|e| StoreError::Internal(format!("a cache catch-up task failed: {e}")))?;
-        *at = now;
-        h.bytes.store(bytes, Ordering::Relaxed);
-        h.checked.store(began, Ordering::Release);
-        h.seen.store(told, Ordering::SeqCst);
-        self.catch_ups.fetch_add(1, Ordering::Relaxed);
-        drop(at);
-        let mut slots = self.slots();
-        if matches!(slots.get(team), Some(Slot::Ready(x)) if Arc::ptr_eq(x, h)) {
-            self.keep_to_budget(&mut slots, team);
-        }
-        Ok(())
+        Ok(Some(Changes {
+            now,
+            people,
+            segments,
+        }))
     }
 
-    /// Drops the least recently used teams (other than `keep`) until the held columns fit
-    /// the budget; `keep` alone over it is marked too large.
-    fn keep_to_budget(&self, slots: &mut HashMap<String, Slot>, keep: &str) {
-        loop {
-            let total: u64 = slots
-                .values()
-                .map(|s| match s {
-                    Slot::Ready(h) => h.bytes.load(Ordering::Relaxed),
-                    _ => 0,
-                })
-                .sum();
-            if total <= self.config.bytes as u64 {
-                return;
-            }
-            let victim = slots
-                .iter()
-                .filter_map(|(t, s)| match s {
-                    Slot::Ready(h) if t != keep => {
-                        Some((h.used.load(Ordering::Relaxed), t.clone()))
-                    }
-                    _ => None,
-                })
-                .min();
-            self.evictions.fetch_add(1, Ordering::Relaxed);
-            match victim {
-                Some((_, t)) => {
-                    slots.remove(&t);
-                }
-                None => {
-                    slots.insert(keep.to_string(), Slot::TooBig);
-                    return;
-                }
+    fn apply(changes: Changes, data: &mut TeamData, at: &mut Position) {
+        if let Some(p) = changes.people {
+            // Users and groups are never deleted: the stored ones replace the held.
+            for kind in [&records::GROUPS, &records::USERS] {
+                data.apply(&Batch {
+                    kind,
+                    records: p.records(kind).cloned().collect(),
+                });
             }
         }
+        for seg in changes.segments {
+            data.replay(seg);
+        }
+        *at = changes.now;
     }
+}
 
-    /// A write through this instance committed: the team answers it from its next query.
-    pub(super) fn changed(&self, team: &str) {
-        if let Some(Slot::Ready(h)) = self.slots().get(team) {
-            h.tell();
-        }
+/// The team-data cache of one store instance, and the task that listens for the change
+/// feed (stopped when the cache goes).
+pub(super) struct Cache {
+    teams: Arc<TeamCache<PgSource>>,
+    listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::ops::Deref for Cache {
+    type Target = Arc<TeamCache<PgSource>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.teams
     }
+}
 
-    /// A notification named the team: it is stale, and a catch-up starts in the background
-    /// (one at a time), so that its next query finds the change read.
-    fn notified(self: &Arc<Self>, team: &str) {
-        let Some(Slot::Ready(h)) = self.slots().get(team).cloned() else {
-            return;
-        };
-        h.tell();
-        if h.prefetching.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let me = self.clone();
-        let team = team.to_string();
-        tokio::spawn(async move {
-            while h.stale() {
-                if let Err(e) = me.catch_up(&team, &h).await {
-                    tracing::warn!(team, error = %e, "catching up with a change failed");
-                    break;
-                }
-            }
-            h.prefetching.store(false, Ordering::Release);
+impl Drop for Cache {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Cache {
+    /// A cache over `pool`; with a budget, it listens for changes on a connection of its
+    /// own made from `listen` with the pool's TLS connector `tls`. Until the listener
+    /// listens, every query checks for changes first.
+    pub(super) fn new(
+        config: CacheConfig,
+        pool: Pool,
+        listen: &tokio_postgres::Config,
+        tls: Connector,
+    ) -> Cache {
+        let teams = TeamCache::new(PgSource { pool }, config, Some(RECHECK), false);
+        let listener = (config.bytes > 0).then(|| {
+            tokio::spawn(listen_for_changes(
+                Arc::downgrade(&teams),
+                listen.clone(),
+                tls,
+            ))
         });
+        Cache {
+            teams,
+            listener: Mutex::new(listener),
+        }
     }
 
-    /// Every held team may have missed a notification.
-    fn all_stale(&self) {
-        for s in self.slots().values() {
-            if let Slot::Ready(h) = s {
-                h.tell();
-            }
+    /// Stops listening (the store closes).
+    pub(super) fn stop(&self) {
+        if let Some(l) = self
+            .listener
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            l.abort();
         }
+        self.teams.set_trusted(false);
     }
 }
 
 /// Listens for change notifications on a connection of its own (TLS as the pool's),
 /// reconnecting when it drops; stops when the cache is gone.
-async fn listen_for_changes(cache: Weak<Cache>, config: tokio_postgres::Config, tls: Connector) {
+async fn listen_for_changes(
+    cache: Weak<TeamCache<PgSource>>,
+    config: tokio_postgres::Config,
+    tls: Connector,
+) {
     loop {
         if let Ok((client, mut conn)) = config.connect(tls.clone()).await {
             let (send, mut teams) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -681,15 +390,14 @@ async fn listen_for_changes(cache: Weak<Cache>, config: tokio_postgres::Config, 
                 .is_ok()
             {
                 let Some(c) = cache.upgrade() else { return };
-                c.listening.store(true, Ordering::Release);
-                c.all_stale();
+                c.set_trusted(true);
                 drop(c);
                 while let Some(team) = teams.recv().await {
                     let Some(c) = cache.upgrade() else { return };
                     c.notified(&team);
                 }
                 let Some(c) = cache.upgrade() else { return };
-                c.listening.store(false, Ordering::Release);
+                c.set_trusted(false);
                 tracing::warn!("the change listener lost its connection; reconnecting");
             }
             driver.abort();

@@ -11,8 +11,9 @@
 //!   in-memory evaluator, so both stores answer alike to the last digit.
 //! - Writes run in transactions and are acknowledged after commit. Versioned migrations
 //!   run at open under an advisory lock, so instances starting together apply them once.
-//! - A server instance answers the teams it serves from a columnar cache ([`cache`]),
-//!   kept current from a change feed in the database: a write through one instance is
+//! - A server instance answers the teams it serves from the team-data cache shared with
+//!   SQLite, which reads them as [`cache`] says, kept current from a change feed in the
+//!   database: a write through one instance is
 //!   read by every other within a second (the contract allows five). Without a cache
 //!   (the CLI's commands, `serve --cache-bytes 0`) every query is pushed down.
 //!
@@ -150,7 +151,7 @@ fn unstorable(s: &str) -> bool {
 pub struct PgStore {
     pool: Pool,
     /// The teams held in memory.
-    cache: std::sync::Arc<cache::Cache>,
+    cache: cache::Cache,
     closed: AtomicBool,
     applied_at_open: u32,
     /// Whether the database has the `citus` extension (its tables are Citus tables):
@@ -208,7 +209,7 @@ impl PgStore {
         PgStore::open_with(url, CacheConfig::OFF).await
     }
 
-    /// [`PgStore::open`] with a columnar cache of the teams it serves ([`cache`]).
+    /// [`PgStore::open`] with a team-data cache of the teams it serves ([`cache`]).
     ///
     /// # Errors
     /// As [`PgStore::open`].
@@ -435,7 +436,7 @@ impl StoreOps for PgStore {
 }
 
 impl PgStore {
-    /// What the columnar cache has done since the store opened.
+    /// What the team-data cache has done since the store opened.
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
     }

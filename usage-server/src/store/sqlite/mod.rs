@@ -5,10 +5,13 @@
 //! `store::open` puts the cache of `store/cached.rs` in front, which answers keys, teams,
 //! caps and billing from memory between two checks of the change counter.
 //! Records are stored in the evaluator's columnar form, as one segment per team and kind
-//! plus a log of the writes since (`segments.rs`); they are loaded into one [`TeamData`]
-//! per team and kept current by [`StoreOps::refresh`]: every write bumps a change counter
-//! (`meta.version`) and stamps its log entry and its team with it, so a reader only reads
-//! what changed, and long logs are folded into new segments in the background. WAL mode
+//! plus a log of the writes since (`segments.rs`); the team-data cache
+//! (`store/team_cache.rs`, within the budget of [`CacheConfig`]) holds them as one `TeamData`
+//! per team, told of this process's writes and, by [`StoreOps::refresh`], of other
+//! processes': every write bumps a change counter (`meta.version`) and stamps its log
+//! entry and its team with it, so a reader only reads what changed, and long logs are
+//! folded into new segments in the background. A team the cache does not hold (no
+//! budget: the CLI's commands; or a team over it) is read for the one query. WAL mode
 //! lets several processes share the file; `synchronous=FULL` makes every acknowledged
 //! write durable. All work runs on the blocking pool.
 //!
@@ -26,18 +29,18 @@ mod teams;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction};
-use usage_core::eval::TeamData;
 
 use super::shared::{Unreadable, closed, poisoned};
-use super::{StoreError, StoreOps, StoreResult, UnreadableRow};
+use super::team_cache::{TeamCache, TeamSource};
+use super::{CacheConfig, CacheStats, StoreError, StoreOps, StoreResult, UnreadableRow};
+use records::Loader;
 use schema::apply_migrations;
 
 fn db_err(e: rusqlite::Error) -> StoreError {
@@ -55,12 +58,6 @@ fn db_err(e: rusqlite::Error) -> StoreError {
     }
 }
 
-/// One team's records in memory and the stored state they reflect.
-struct Cached {
-    data: RwLock<TeamData>,
-    pos: Mutex<segments::Position>,
-}
-
 struct Inner {
     /// Writes and metadata reads.
     conn: Mutex<Option<Connection>>,
@@ -70,7 +67,6 @@ struct Inner {
     /// wait for a writer, so a long write of another process (a CLI `import`) that the
     /// write connection waits on holds up only writes, never authentication or reads.
     reader: Mutex<Option<Connection>>,
-    cache: RwLock<HashMap<String, Arc<Cached>>>,
     seen_version: AtomicI64,
     /// Whether a compaction runs in the background.
     compacting: AtomicBool,
@@ -85,6 +81,8 @@ struct Inner {
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
+    /// The teams held in memory.
+    cache: Arc<TeamCache<Loader>>,
 }
 
 /// Bumps the change counter; returns the new version.
@@ -172,33 +170,49 @@ impl Inner {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path` and applies its migrations.
+    /// Opens (creating if needed) the database at `path` and applies its migrations; the
+    /// store holds every team it reads in memory ([`CacheConfig::ALL`]).
     ///
     /// # Errors
     /// When the file cannot be opened or migrated.
     pub async fn open(path: &Path) -> StoreResult<SqliteStore> {
+        SqliteStore::open_with(path, CacheConfig::ALL).await
+    }
+
+    /// [`SqliteStore::open`], holding teams in memory within `cache`'s budget (0: none;
+    /// each query reads its team). Queries always wait for their team's load: the store
+    /// has no other way to answer one that is quicker.
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub async fn open_with(path: &Path, cache: CacheConfig) -> StoreResult<SqliteStore> {
         let path = path.to_path_buf();
-        tokio::task::spawn_blocking(move || {
+        let inner = tokio::task::spawn_blocking(move || {
             let mut conn = open_conn(&path)?;
             let applied = apply_migrations(&mut conn)?;
             let loader = open_conn(&path)?;
             let reader = open_conn(&path)?;
-            Ok(SqliteStore {
-                inner: Arc::new(Inner {
-                    conn: Mutex::new(Some(conn)),
-                    loader: Mutex::new(Some(loader)),
-                    reader: Mutex::new(Some(reader)),
-                    cache: RwLock::new(HashMap::new()),
-                    seen_version: AtomicI64::new(-1),
-                    compacting: AtomicBool::new(false),
-                    auto_compact: AtomicBool::new(true),
-                    applied_at_open: applied,
-                    unreadable: Unreadable::default(),
-                }),
-            })
+            Ok::<_, StoreError>(Arc::new(Inner {
+                conn: Mutex::new(Some(conn)),
+                loader: Mutex::new(Some(loader)),
+                reader: Mutex::new(Some(reader)),
+                seen_version: AtomicI64::new(-1),
+                compacting: AtomicBool::new(false),
+                auto_compact: AtomicBool::new(true),
+                applied_at_open: applied,
+                unreadable: Unreadable::default(),
+            }))
         })
         .await
-        .map_err(|e| StoreError::Internal(e.to_string()))?
+        .map_err(|e| StoreError::Internal(e.to_string()))??;
+        let config = CacheConfig {
+            wait_for_load: true,
+            ..cache
+        };
+        // Every write of this process tells the cache; other processes' are found by
+        // `refresh`.
+        let cache = TeamCache::new(Loader::new(inner.clone()), config, None, true);
+        Ok(SqliteStore { inner, cache })
     }
 
     async fn blocking<T: Send + 'static>(
@@ -237,14 +251,23 @@ impl StoreOps for SqliteStore {
 
     async fn refresh(&self) -> StoreResult<()> {
         let refreshed = self.catch_up_all().await;
-        self.compact_in_background();
+        self.compact_in_background().await;
         refreshed
     }
 
-    /// Loads every team, and notes the rows no team's data holds (only a scan finds
+    /// Reads every team (the cache holds those that fit, and the rows that cannot be
+    /// read are noted), and notes the rows no team's data holds (only a scan finds
     /// them): rows of no team, and those the conversion to segments left behind.
     async fn preload(&self) -> StoreResult<()> {
         self.refresh().await?;
+        let teams = self
+            .blocking(|i| i.with_reader(|conn| records::team_rows(conn, &i.unreadable)))
+            .await?;
+        for (team, _) in teams {
+            if self.cache.held(&team).await?.is_none() {
+                self.cache.source().load(&team, usize::MAX).await?;
+            }
+        }
         self.blocking(|i| {
             i.with_reader(|conn| {
                 segments::scan_orphans(conn, &i.unreadable)?;
@@ -263,16 +286,16 @@ impl StoreOps for SqliteStore {
         self.inner.unreadable.count()
     }
 
+    /// The records of the teams held in memory (every team, within the budget).
     async fn record_counts(&self) -> StoreResult<Vec<(&'static str, u64)>> {
-        let teams: Vec<Arc<Cached>> = self
-            .inner
-            .cache
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        Ok(super::shared::count_records(teams.iter().map(|t| &t.data)))
+        let teams = self.cache.held_teams();
+        Ok(super::shared::count_records(
+            teams.iter().map(|(_, h)| &h.data),
+        ))
+    }
+
+    fn cache_stats(&self) -> Option<CacheStats> {
+        (self.cache.budget() > 0).then(|| self.cache.stats())
     }
 
     async fn close(&self) -> StoreResult<()> {
@@ -283,10 +306,11 @@ impl StoreOps for SqliteStore {
                     c.close().map_err(|(_, e)| db_err(e))?;
                 }
             }
-            i.cache.write().map_err(poisoned)?.clear();
             Ok(())
         })
-        .await
+        .await?;
+        self.cache.clear();
+        Ok(())
     }
 
     async fn change_version(&self) -> StoreResult<Option<i64>> {
@@ -306,19 +330,20 @@ impl StoreOps for SqliteStore {
 impl SqliteStore {
     /// Folds long logs into new segments on the blocking pool, one compaction at a time;
     /// a failure is logged and the log stays as it is.
-    fn compact_in_background(&self) {
+    async fn compact_in_background(&self) {
         let inner = self.inner.clone();
-        // Called on the async runtime: the checks never wait for a lock (a team being
-        // caught up or folded is looked at next time).
+        let teams = self.cache.held_teams();
+        // The checks never wait for a lock (a team being caught up or folded is looked at
+        // next time).
         if !inner.auto_compact.load(Ordering::Acquire)
             || inner.compacting.load(Ordering::Acquire)
-            || !inner.wants_compaction()
+            || !records::wants_compaction(&teams)
             || inner.compacting.swap(true, Ordering::AcqRel)
         {
             return;
         }
         tokio::task::spawn_blocking(move || {
-            if let Err(e) = inner.compact_all() {
+            if let Err(e) = inner.compact_all(&teams) {
                 tracing::warn!(error = %e, "compaction failed; the log stays as it is");
             }
             inner.compacting.store(false, Ordering::Release);
@@ -357,53 +382,57 @@ impl SqliteStore {
     /// # Errors
     /// When the store cannot be read or written.
     pub async fn compact(&self) -> StoreResult<usize> {
-        self.blocking(|i| i.compact_all()).await
+        let teams = self.cache.held_teams();
+        self.blocking(move |i| i.compact_all(&teams)).await
     }
 
-    /// Catches every cached team up with the writes of other processes.
+    /// Catches every held team up with the writes of other processes.
     async fn catch_up_all(&self) -> StoreResult<()> {
-        self.blocking(|i| {
-            let version: i64 = i.with_reader(|conn| {
-                conn.query_row("SELECT value FROM meta WHERE key = 'version'", [], |r| {
-                    r.get(0)
-                })
-                .map_err(db_err)
-            })?;
-            if version == i.seen_version.load(Ordering::Acquire) {
-                return Ok(());
-            }
-            // A team whose change counter cannot be read is read again each time (its
-            // reads note the row once).
-            let teams: Vec<(String, i64)> = i
-                .with_reader(|conn| records::team_rows(conn, &i.unreadable))?
-                .into_iter()
-                .map(|(id, seq)| (id, seq.unwrap_or(i64::MAX)))
-                .collect();
-            // A team that fails to load never holds back the teams after it; it is
-            // tried again at the next refresh.
-            let mut failed = None;
-            for (team, seq) in teams {
-                let caught_up = (|| {
-                    let cached = i.cache.read().map_err(poisoned)?.get(&team).cloned();
-                    match cached {
-                        Some(c) if c.pos.lock().map_err(poisoned)?.seq < seq => i.catch_up(&team, &c),
-                        Some(_) => Ok(()),
-                        None => i.cached(&team).map(drop),
-                    }
-                })();
-                if let Err(e) = caught_up {
-                    tracing::error!(team = %team, error = %e, "the team's new rows could not be read");
-                    failed = Some(e);
+        let seen = self.inner.seen_version.load(Ordering::Acquire);
+        // A team whose change counter cannot be read is read again each time (its reads
+        // note the row once).
+        let found = self
+            .blocking(move |i| {
+                let version: i64 = i.with_reader(|conn| {
+                    conn.query_row("SELECT value FROM meta WHERE key = 'version'", [], |r| {
+                        r.get(0)
+                    })
+                    .map_err(db_err)
+                })?;
+                if version == seen {
+                    return Ok(None);
                 }
+                let teams: std::collections::HashMap<String, i64> = i
+                    .with_reader(|conn| records::team_rows(conn, &i.unreadable))?
+                    .into_iter()
+                    .map(|(id, seq)| (id, seq.unwrap_or(i64::MAX)))
+                    .collect();
+                Ok(Some((version, teams)))
+            })
+            .await?;
+        let Some((version, seqs)) = found else {
+            return Ok(());
+        };
+        // A team that fails to catch up never holds back the teams after it; it is tried
+        // again at the next refresh.
+        let mut failed = None;
+        for (team, h) in self.cache.held_teams() {
+            let Some(&seq) = seqs.get(&team) else {
+                continue;
+            };
+            if h.at.lock().await.seq < seq
+                && let Err(e) = self.cache.catch_up(&team, &h).await
+            {
+                tracing::error!(team = %team, error = %e, "the team's new rows could not be read");
+                failed = Some(e);
             }
-            match failed {
-                Some(e) => Err(e),
-                None => {
-                    i.seen_version.store(version, Ordering::Release);
-                    Ok(())
-                }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => {
+                self.inner.seen_version.store(version, Ordering::Release);
+                Ok(())
             }
-        })
-        .await
+        }
     }
 }

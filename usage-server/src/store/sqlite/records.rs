@@ -1,8 +1,9 @@
 //! [`RecordStore`] on SQLite: users, groups and usage records stored as segments and a
-//! log ([`segments`]), ingest and import, and queries answered from the team's cached
-//! [`TeamData`], which is loaded on first use and caught up with the writes since.
+//! log ([`segments`]), ingest and import, and queries answered from the team's
+//! [`TeamData`] held by the team-data cache ([`Loader`]: how it reads a team and its
+//! changes), which loads it on first use and catches it up with the writes since.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
@@ -16,9 +17,10 @@ use usage_core::time::Timestamp;
 use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
 
 use super::billing::{read_billing, write_billing};
-use super::segments::{self, Position};
-use super::{Cached, Inner, SqliteStore, bump, db_err, team_exists};
-use crate::store::shared::{Unreadable, ingested, poisoned, stream, written_whole};
+use super::segments::{self, Delta, Position};
+use super::{Inner, SqliteStore, bump, db_err, team_exists};
+use crate::store::shared::{Unreadable, ingested, stream, written_whole};
+use crate::store::team_cache::{Held, TeamSource};
 use crate::store::{
     Change, IMPORT_ACTOR, RecordStore, RecordStream, StoreResult, UnreadableRow, prepare,
 };
@@ -236,71 +238,77 @@ pub(super) fn scan_unreadable(
     Ok(found)
 }
 
-impl Inner {
-    /// Reads what the store holds of `team` beyond the cached data into the cache. The
-    /// stored parts are read on the loader connection and decoded before the team's data
-    /// is locked, so neither key lookups nor queries of the team wait for the decoding,
-    /// and a query sees a write whole or not at all.
-    pub(super) fn catch_up(&self, team: &str, cached: &Cached) -> StoreResult<()> {
-        let mut pos = cached.pos.lock().map_err(poisoned)?;
-        let delta = self
-            .with_loader(|conn| segments::read_delta(conn, team, &pos, None, &self.unreadable))?;
-        if delta.is_empty() {
-            delta.apply(&mut TeamData::new(), &mut pos);
-        } else {
-            let mut data = cached.data.write().map_err(poisoned)?;
-            delta.apply(&mut data, &mut pos);
-        }
-        Ok(())
+/// How the team-data cache reads a SQLite team: its segments and log on the loader
+/// connection, decoded before the team's data is locked, so neither key lookups nor
+/// queries of the team wait for the decoding, and a query sees a write whole or not at
+/// all.
+pub(crate) struct Loader {
+    inner: Arc<Inner>,
+}
+
+impl Loader {
+    pub(super) fn new(inner: Arc<Inner>) -> Loader {
+        Loader { inner }
     }
 
-    /// The cached data of a team, loading it on first use.
-    ///
-    /// The load reads one snapshot without holding the cache, so a write can commit after
-    /// the snapshot and before the entry is visible: that write finds no entry and skips
-    /// its catch-up. So the entry catches up once more under the cache's write lock before
-    /// it is inserted; a write that commits later finds the entry and catches up itself.
-    /// (Without this, an acknowledged write could be missing from answers until the next
-    /// refresh: seen as a first page of `usage/daily` with none of the rows written just
-    /// before it, when the refresh loop loaded the team meanwhile.)
-    pub(super) fn cached(&self, team: &str) -> StoreResult<Arc<Cached>> {
-        if let Some(c) = self.cache.read().map_err(poisoned)?.get(team) {
-            return Ok(c.clone());
-        }
+    /// Reads what `team` stores beyond `pos` (all of it for a new position).
+    async fn delta(&self, team: &str, pos: Option<&Position>) -> StoreResult<(Delta, Position)> {
+        let inner = self.inner.clone();
+        let team = team.to_string();
+        let base = pos.map_or_else(Position::new, Position::clone);
+        tokio::task::spawn_blocking(move || {
+            let delta = inner.with_loader(|conn| {
+                segments::read_delta(conn, &team, &base, None, &inner.unreadable)
+            })?;
+            Ok((delta, base))
+        })
+        .await
+        .map_err(|e| crate::store::StoreError::Internal(format!("a store task failed: {e}")))?
+    }
+}
+
+#[async_trait]
+impl TeamSource for Loader {
+    type Position = Position;
+    type Changes = Delta;
+
+    async fn load(&self, team: &str, budget: usize) -> StoreResult<Option<(TeamData, Position)>> {
+        let (delta, mut pos) = self.delta(team, None).await?;
         let mut data = TeamData::new();
-        let mut pos = Position::new();
-        let delta = self
-            .with_loader(|conn| segments::read_delta(conn, team, &pos, None, &self.unreadable))?;
         delta.apply(&mut data, &mut pos);
-        let c = Arc::new(Cached {
-            data: RwLock::new(data),
-            pos: Mutex::new(pos),
-        });
-        let mut cache = self.cache.write().map_err(poisoned)?;
-        if let Some(existing) = cache.get(team) {
-            return Ok(existing.clone());
-        }
-        // Nobody else can reach `c` yet: its locks are free, and the loader connection is
-        // never held by anyone waiting for the cache.
-        self.catch_up(team, &c)?;
-        cache.insert(team.to_string(), c.clone());
-        Ok(c)
+        Ok((data.usage_heap_bytes() <= budget).then_some((data, pos)))
     }
 
-    fn read<T>(&self, team: &str, f: impl FnOnce(&TeamData) -> StoreResult<T>) -> StoreResult<T> {
-        let c = self.cached(team)?;
-        let d = c.data.read().map_err(poisoned)?;
-        f(&d)
+    async fn changes(&self, team: &str, at: &Position) -> StoreResult<Option<Delta>> {
+        Ok(Some(self.delta(team, Some(at)).await?.0))
     }
 
-    /// Folds the long logs of a cached team into new segments (see [`segments`]). The
+    fn moves_data(changes: &Delta) -> bool {
+        !changes.is_empty()
+    }
+
+    fn apply(changes: Delta, data: &mut TeamData, at: &mut Position) {
+        changes.apply(data, at);
+    }
+}
+
+/// Whether a held team has a log long enough to compact. Never waits: a team whose
+/// position is locked (being caught up or folded) is skipped.
+pub(super) fn wants_compaction(teams: &[(String, Arc<Held<Position>>)]) -> bool {
+    teams
+        .iter()
+        .any(|(_, h)| h.at.try_lock().is_ok_and(|p| !p.to_compact().is_empty()))
+}
+
+impl Inner {
+    /// Folds the long logs of a held team into new segments (see [`segments`]). The
     /// team's position stays locked meanwhile, so its data cannot move under the fold.
-    pub(super) fn compact(&self, team: &str, cached: &Cached) -> StoreResult<usize> {
-        let mut pos = cached.pos.lock().map_err(poisoned)?;
+    fn compact(&self, team: &str, held: &Held<Position>) -> StoreResult<usize> {
+        let mut pos = held.at.blocking_lock();
         let mut done = 0;
         for kind in pos.to_compact() {
             let (fold, body) = {
-                let data = cached.data.read().map_err(poisoned)?;
+                let data = held.data.read().map_err(crate::store::shared::poisoned)?;
                 (pos.fold(kind, data.len(kind)), data.segment(kind))
             };
             let stored = self.with(|conn| {
@@ -319,18 +327,14 @@ impl Inner {
         Ok(done)
     }
 
-    /// Compacts every cached team whose log is long enough; returns the kinds folded.
-    pub(super) fn compact_all(&self) -> StoreResult<usize> {
-        let teams: Vec<(String, Arc<Cached>)> = self
-            .cache
-            .read()
-            .map_err(poisoned)?
-            .iter()
-            .map(|(t, c)| (t.clone(), c.clone()))
-            .collect();
+    /// Compacts every held team whose log is long enough; returns the kinds folded.
+    pub(super) fn compact_all(
+        &self,
+        teams: &[(String, Arc<Held<Position>>)],
+    ) -> StoreResult<usize> {
         let mut done = 0;
-        for (team, c) in teams {
-            match self.compact(&team, &c) {
+        for (team, h) in teams {
+            match self.compact(team, h) {
                 Ok(n) => done += n,
                 Err(e) => {
                     tracing::warn!(team = %team, error = %e, "compaction failed; the log stays as it is")
@@ -338,17 +342,6 @@ impl Inner {
             }
         }
         Ok(done)
-    }
-
-    /// Whether a cached team has a log long enough to compact. Never waits: a team whose
-    /// position is locked (being caught up or folded) is skipped.
-    pub(super) fn wants_compaction(&self) -> bool {
-        let Ok(cache) = self.cache.try_read() else {
-            return false;
-        };
-        cache
-            .values()
-            .any(|c| c.pos.try_lock().is_ok_and(|p| !p.to_compact().is_empty()))
     }
 
     /// Writes records of one kind all-or-nothing. `Ok(None)`: the stream had a bad one.
@@ -441,11 +434,6 @@ impl Inner {
         )
         .map_err(db_err)?;
         tx.commit().map_err(db_err)?;
-        drop(guard);
-        let cached = self.cache.read().map_err(poisoned)?.get(team).cloned();
-        if let Some(c) = cached {
-            self.catch_up(team, &c)?;
-        }
         Ok(Some(n))
     }
 }
@@ -459,11 +447,12 @@ impl RecordStore for SqliteStore {
         key_id: &str,
         now: Timestamp,
     ) -> StoreResult<u64> {
-        let (team, key_id) = (team.to_string(), key_id.to_string());
-        self.blocking(move |i| {
-            ingested(i.write(&team, batch.kind, stream(batch.records), &key_id, now)?)
-        })
-        .await
+        let (t, key_id) = (team.to_string(), key_id.to_string());
+        let n = self
+            .blocking(move |i| i.write(&t, batch.kind, stream(batch.records), &key_id, now))
+            .await;
+        self.cache.changed(team);
+        ingested(n?)
     }
 
     async fn import(
@@ -473,9 +462,12 @@ impl RecordStore for SqliteStore {
         records: RecordStream,
         now: Timestamp,
     ) -> StoreResult<Option<u64>> {
-        let team = team.to_string();
-        self.blocking(move |i| i.write(&team, kind, records, IMPORT_ACTOR, now))
-            .await
+        let t = team.to_string();
+        let n = self
+            .blocking(move |i| i.write(&t, kind, records, IMPORT_ACTOR, now))
+            .await;
+        self.cache.changed(team);
+        n
     }
 
     async fn analytics(
@@ -521,26 +513,24 @@ impl RecordStore for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Answers `f` from a team's cached data: inline when that cannot block (see
-    /// [`INLINE_ROWS`](crate::store::shared::INLINE_ROWS)), else on the blocking pool.
+    /// Answers `f` from the team's data: held by the cache, or read for this query when
+    /// the cache does not hold it.
     async fn read_team<T: Send + 'static>(
         &self,
         team: &str,
         f: impl FnOnce(&TeamData) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let cached = self
-            .inner
-            .cache
-            .try_read()
-            .ok()
-            .and_then(|c| c.get(team).cloned());
-        if let Some(c) = cached
-            && let Ok(d) = c.data.try_read()
-            && d.usage_rows() <= crate::store::shared::INLINE_ROWS
-        {
-            return f(&d);
+        if let Some(h) = self.cache.held(team).await? {
+            return h.read(f).await;
         }
-        let team = team.to_string();
-        self.blocking(move |i| i.read(&team, f)).await
+        let (data, _) = self
+            .cache
+            .source()
+            .load(team, usize::MAX)
+            .await?
+            .expect("no budget to exceed");
+        tokio::task::spawn_blocking(move || f(&data))
+            .await
+            .map_err(|e| crate::store::StoreError::Internal(format!("a query task failed: {e}")))?
     }
 }

@@ -36,8 +36,8 @@ const COMPACT_ENTRIES: usize = 64;
 const COMPACT_ROWS: u64 = 20_000;
 
 /// What a team's cache knows of the stored state beyond its data.
-#[derive(Debug, Default)]
-pub(super) struct Position {
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Position {
     /// The team's change counter (`teams.seq`) its data reflects.
     pub(super) seq: i64,
     /// Per kind: the base of the stored segment it was built on, and the segment's rows.
@@ -72,7 +72,7 @@ impl Position {
 }
 
 /// A team's stored state newer than a cache's [`Position`], read in one snapshot.
-pub(super) struct Delta {
+pub(crate) struct Delta {
     seq: i64,
     /// Segments to install: the kind, its base, its rows.
     install: Vec<(Segment, i64, u64)>,

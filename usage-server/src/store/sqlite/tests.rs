@@ -1,7 +1,9 @@
-//! Tests of the SQLite store: its migrations, the conformance suite, and a second
-//! process's writes seen after a refresh.
+//! Tests of the SQLite store: its migrations, the conformance suite (with every team
+//! held, and with none), a second process's writes seen after a refresh, and eviction
+//! under a tiny budget.
 
 use usage_core::JsonPath;
+use usage_core::eval::TeamData;
 use usage_core::load::parse_record;
 use usage_core::schema::Plan;
 use usage_core::schema::records::GROUPS;
@@ -32,6 +34,40 @@ async fn conformance() {
         let p = dir_path.join(format!("c{}.db", n.fetch_add(1, Ordering::Relaxed)));
         async move { Arc::new(SqliteStore::open(&p).await.unwrap()) as Arc<dyn Store> }
     })
+    .await;
+}
+
+/// The store contract, with a cache that holds no team: every query reads its team.
+#[tokio::test]
+async fn conformance_without_a_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    let dir_path = dir.path().to_path_buf();
+    super::super::conformance::run_all(|| {
+        let p = dir_path.join(format!("c{}.db", n.fetch_add(1, Ordering::Relaxed)));
+        async move {
+            let s = SqliteStore::open_with(&p, CacheConfig::OFF).await.unwrap();
+            Arc::new(s) as Arc<dyn Store>
+        }
+    })
+    .await;
+}
+
+/// Eviction under a tiny budget keeps the answers (the test the PostgreSQL store runs
+/// too); a write through another process is read at the next refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_under_a_tiny_budget_keeps_the_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("evict.db");
+    crate::store::team_cache::tests::eviction_keeps_the_answers(
+        |cache| {
+            let path = path.clone();
+            async move {
+                Arc::new(SqliteStore::open_with(&path, cache).await.unwrap()) as Arc<dyn Store>
+            }
+        },
+        Duration::ZERO,
+    )
     .await;
 }
 
