@@ -4,6 +4,11 @@
 # (bench/http/echo.rs) on the same machine, side by side in one run, alternating rounds.
 # Target: ours >= 0.5x the echo.
 #
+# And the credit check an assistant's backend makes before a costly request
+# (`GET /api/v2/credits/users/{email}`, contract section 12) against the same Analytics
+# query in the same rounds. Targets: >= 0.8x the Analytics query's requests/s, p99 within
+# 2 ms at 16 connections (wrk's latency distribution).
+#
 #   bash bench/http.sh                                  # 3 rounds of 10 s each
 #   ROUNDS=2 DURATION=5 bash bench/http.sh              # quicker
 #   SERVER=/path/to/usage-server bash bench/http.sh     # another build of the server
@@ -60,6 +65,21 @@ print(json.dumps({"service_key": sys.argv[1], "query_requests": [{
     "data_source": "QUERY_DATA_SOURCE_USER_DATA",
     "selections": [{"field": "num_acceptances", "aggregation_function": "QUERY_AGGREGATION_SUM"}]}]}))' "$key")
 printf '%s' "$body" >"$tmp/body.json"
+# A user of the demo team, for the credit check (its first in e-mail order).
+email=$(python3 - "$listen" "$key" <<'EOF'
+import json, sys, urllib.request
+listen, key = sys.argv[1:]
+req = urllib.request.Request(f"http://{listen}/api/v2/credits/users?limit=1",
+                             headers={"Authorization": f"Bearer {key}"})
+with urllib.request.urlopen(req, timeout=10) as r:
+    print(json.loads(r.read())["data"][0]["email"])
+EOF
+)
+check_path="/api/v2/credits/users/${email//@/%40}"
+cat >"$tmp/check.lua" <<EOF
+wrk.method = "GET"
+wrk.headers["Authorization"] = "Bearer $key"
+EOF
 cat >"$tmp/post.lua" <<EOF
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -91,32 +111,54 @@ total = answer["queryResults"][0]["responseItems"][0]["item"]["sum_num_acceptanc
 assert st == 200 and int(total) > 0, (st, answer)
 print(f"- the query answers 200 with sum_num_acceptances = {total}")
 EOF
+python3 - "$listen" "$key" "$check_path" <<'EOF'
+import json, sys, urllib.request
+listen, key, path = sys.argv[1:]
+req = urllib.request.Request(f"http://{listen}{path}", headers={"Authorization": f"Bearer {key}"})
+with urllib.request.urlopen(req, timeout=10) as r:
+    st, c = r.status, json.loads(r.read())
+assert st == 200 and "has_access" in c, (st, c)
+print(f"- the check answers 200 for {c['email']}: has_access {c['has_access']}, add_on_credits_used {c['add_on_credits_used']}")
+EOF
 
-# Requests/s of one wrk run; fails on non-2xx answers or socket errors.
+# "requests/s p99-in-ms" of one wrk run of script $2 (default: the POST); fails on non-2xx
+# answers or socket errors.
 run() {
     local out
-    out=$(wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" -s "$tmp/post.lua" "$1")
+    out=$(wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "${2:-$tmp/post.lua}" "$1")
     if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
         echo "wrk against $1:" >&2
         echo "$out" >&2
         exit 1
     fi
-    awk '/^Requests\/sec:/ {printf "%.0f", $2}' <<<"$out"
+    awk '/^Requests\/sec:/ {rps = $2}
+         /^ +99%/ {v = $2; ms = v + 0; if (v ~ /us$/) ms /= 1000; else if (v ~ /[0-9]s$/) ms *= 1000}
+         END {printf "%.0f %.3f", rps, ms}' <<<"$out"
 }
 
 echo "- nproc: $(nproc); CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $(rustc --version); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2)"
 echo "- wrk -t1 -c$CONNECTIONS -d${DURATION}s, POST; server: $SERVER"
 echo
-echo "| round | echo req/s | Analytics req/s | Analytics / echo |"
-echo "|---:|---:|---:|---:|"
+echo "| round | echo req/s | Analytics req/s | Analytics / echo | check req/s | check / Analytics | Analytics p99 ms | check p99 ms |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
 sum_echo=0
 sum_ours=0
+sum_check=0
+worst_p99=0
 for r in $(seq "$ROUNDS"); do
-    e=$(run "http://127.0.0.1:$echo_port/")
-    o=$(run "http://$listen/api/v1/Analytics")
+    # Assigned first, so that a failed run stops the script (set -e).
+    re=$(run "http://127.0.0.1:$echo_port/")
+    ro=$(run "http://$listen/api/v1/Analytics")
+    rc=$(run "http://$listen$check_path" "$tmp/check.lua")
+    read -r e _ <<<"$re"
+    read -r o o99 <<<"$ro"
+    read -r c c99 <<<"$rc"
     sum_echo=$((sum_echo + e))
     sum_ours=$((sum_ours + o))
-    awk -v r="$r" -v e="$e" -v o="$o" 'BEGIN {printf "| %d | %d | %d | %.2fx |\n", r, e, o, o / e}'
+    sum_check=$((sum_check + c))
+    worst_p99=$(awk -v a="$worst_p99" -v b="$c99" 'BEGIN {print (b > a) ? b : a}')
+    awk -v r="$r" -v e="$e" -v o="$o" -v c="$c" -v o99="$o99" -v c99="$c99" \
+        'BEGIN {printf "| %d | %d | %d | %.2fx | %d | %.2fx | %.2f | %.2f |\n", r, e, o, o / e, c, c / o, o99, c99}'
 done
-awk -v e="$sum_echo" -v o="$sum_ours" -v n="$ROUNDS" \
-    'BEGIN {printf "| mean | %d | %d | **%.2fx** |\n", e / n, o / n, o / e}'
+awk -v e="$sum_echo" -v o="$sum_ours" -v c="$sum_check" -v n="$ROUNDS" -v w="$worst_p99" \
+    'BEGIN {printf "| mean | %d | %d | **%.2fx** | %d | **%.2fx** | | worst **%.2f** |\n", e / n, o / n, o / e, c / n, c / o, w}'

@@ -15,6 +15,7 @@
 
 pub mod answer;
 mod columnar;
+mod credits;
 #[cfg(any(test, feature = "testing"))]
 pub mod reference;
 pub mod segment;

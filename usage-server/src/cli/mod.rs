@@ -4,6 +4,7 @@
 //! nothing on stdout, the reason on stderr (one line; `import` adds up to 20 lines of
 //! violations) and exit 1. Bad flags print clap's usage and exit 2.
 
+mod caps;
 mod import;
 
 use std::net::SocketAddr;
@@ -91,6 +92,13 @@ pub enum Command {
         #[arg(long)]
         team: String,
     },
+    /// Set, read or clear add-on credit caps at team, group or user scope (changes are
+    /// audited with the key id `cli`).
+    #[command(subcommand)]
+    Cap(caps::CapCommand),
+    /// Print users' credits in the current cycle against their caps, one JSON object a
+    /// line in e-mail order (as `GET /api/v2/credits/users`).
+    Credits(caps::CreditsArgs),
     /// Print the cap that applies to a user and where it comes from.
     EffectiveCap {
         /// The team id.
@@ -452,6 +460,8 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
                 .map(|a| a.to_json())
                 .collect()
         }
+        Command::Cap(c) => vec![caps::cap(store.as_ref(), c).await?],
+        Command::Credits(args) => caps::credits(store.as_ref(), args).await?,
         Command::EffectiveCap { team, email } => {
             store.billing(&team).await?;
             vec![

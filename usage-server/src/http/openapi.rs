@@ -1100,6 +1100,7 @@ fn responses(schemas: &mut Map<String, Value>) {
         }},
     }));
     schemas.insert("UserStats".into(), user_stats_schema(&time));
+    schemas.insert("UserCredits".into(), v2::credits_schema(&time));
     schemas.insert("BillingState".into(), json!({
         "type": "object",
         "description": "A team's billing, as an audit entry of scope `billing` shows it (the fields of a `billing` record).",

@@ -169,22 +169,9 @@ fn not_found(what: &str, name: &str) -> ApiError {
 
 /// Checks that a cap scope names a group or user of the key's team (404 otherwise).
 async fn check_scope(app: &App, team: &str, scope: &CapScope) -> Result<(), ApiError> {
-    match scope {
-        CapScope::Team => Ok(()),
-        CapScope::Group(g) => {
-            if app.store.has_group_id(team, g).await? {
-                Ok(())
-            } else {
-                Err(not_found("group_id", g))
-            }
-        }
-        CapScope::User(e) => {
-            if app.store.has_user(team, e).await? {
-                Ok(())
-            } else {
-                Err(not_found("user_email", e))
-            }
-        }
+    match crate::store::missing_in_scope(app.store.as_ref(), team, scope).await? {
+        None => Ok(()),
+        Some((field, value)) => Err(not_found(field, &value)),
     }
 }
 

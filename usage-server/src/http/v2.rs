@@ -10,6 +10,9 @@
 //!   `UserPageAnalytics` rows of the period, by e-mail.
 //! - `GET /api/v2/audit?[limit=][&cursor=]` (`billing-read`): changes of caps and of
 //!   billing, oldest first.
+//! - `GET /api/v2/credits/users?[min_percent=][&limit=][&cursor=]` and
+//!   `GET /api/v2/credits/users/{email}` (`billing-read`): users' credits in the current
+//!   cycle against their caps, by e-mail (`v2/credits.rs`).
 //!
 //! **Pagination.** Rows come in a fixed order of a key (day and group value; e-mail; the
 //! entry's place in the append-only log); a page holds the `limit` rows (default 100, at
@@ -18,6 +21,9 @@
 //! Because the next page starts after a key rather than at an offset, paging through a team
 //! while records are ingested returns every row that existed when paging began exactly
 //! once (a new row appears if its key is after the cursor).
+//!
+//! Answers are kept for their next pages (`pages.rs`) but for the credits, which change
+//! with the clock too (a new cycle).
 //!
 //! **Conditional requests.** Every answer carries a strong `ETag`, a digest of its body; a
 //! request whose `If-None-Match` names it is answered `304 Not Modified` without a body.
@@ -43,11 +49,16 @@ pub const DEFAULT_LIMIT: usize = 100;
 /// The largest `limit`.
 pub const MAX_LIMIT: usize = 1000;
 
-/// The endpoints, by path.
-const ENDPOINTS: [(&str, Endpoint); 3] = [
+mod credits;
+
+pub(super) use credits::MAX_MIN_PERCENT;
+
+/// The endpoints, by path (a user's credits: under [`credits::PATH`]).
+const ENDPOINTS: [(&str, Endpoint); 4] = [
     ("/api/v2/usage/daily", Endpoint::Daily),
     ("/api/v2/users/activity", Endpoint::Activity),
     ("/api/v2/audit", Endpoint::Audit),
+    (credits::PATH, Endpoint::Credits),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +66,8 @@ pub(super) enum Endpoint {
     Daily,
     Activity,
     Audit,
+    Credits,
+    UserCredits,
 }
 
 impl Endpoint {
@@ -63,6 +76,8 @@ impl Endpoint {
             Endpoint::Daily => "usage/daily",
             Endpoint::Activity => "users/activity",
             Endpoint::Audit => "audit",
+            Endpoint::Credits => "credits/users",
+            Endpoint::UserCredits => "credits/users/{email}",
         }
     }
 
@@ -70,8 +85,13 @@ impl Endpoint {
         match self {
             Endpoint::Daily => Permission::AnalyticsRead,
             Endpoint::Activity => Permission::TeamsRead,
-            Endpoint::Audit => Permission::BillingRead,
+            Endpoint::Audit | Endpoint::Credits | Endpoint::UserCredits => Permission::BillingRead,
         }
+    }
+
+    /// Whether its answers are kept for their next pages until the team's data changes.
+    fn kept(self) -> bool {
+        !matches!(self, Endpoint::Credits | Endpoint::UserCredits)
     }
 
     /// The query parameters it takes.
@@ -82,20 +102,25 @@ impl Endpoint {
             ],
             Endpoint::Activity => &["start", "end", "group", "tz", "limit", "cursor"],
             Endpoint::Audit => &["limit", "cursor"],
+            Endpoint::Credits => &["min_percent", "limit", "cursor"],
+            Endpoint::UserCredits => &[],
         }
     }
 }
 
 /// The `operation` label of a v2 path in the metrics (a fixed set).
 pub(super) fn label(path: &str) -> Option<&'static str> {
-    ENDPOINTS
-        .iter()
-        .find(|(p, _)| *p == path)
-        .map(|(_, e)| match e {
-            Endpoint::Daily => "v2/usage/daily",
-            Endpoint::Activity => "v2/users/activity",
-            Endpoint::Audit => "v2/audit",
-        })
+    let endpoint = match credits::email_in(path) {
+        Some(_) => Endpoint::UserCredits,
+        None => ENDPOINTS.iter().find(|(p, _)| *p == path)?.1,
+    };
+    Some(match endpoint {
+        Endpoint::Daily => "v2/usage/daily",
+        Endpoint::Activity => "v2/users/activity",
+        Endpoint::Audit => "v2/audit",
+        Endpoint::Credits => "v2/credits/users",
+        Endpoint::UserCredits => "v2/credits/user",
+    })
 }
 
 /// A 400 naming a query parameter and the rule it breaks.
@@ -389,15 +414,23 @@ pub(super) async fn route(
     headers: &HeaderMap,
     cx: &mut LogCx,
 ) -> Result<Response, ApiError> {
-    let Some(endpoint) = ENDPOINTS.iter().find(|(p, _)| *p == path).map(|(_, e)| *e) else {
-        return Err(ApiError::new(
-            Code::NotFound,
-            format!(
-                "no endpoint at `{}`; the GET endpoints are {}",
-                echo(path),
-                ENDPOINTS.map(|(p, _)| p).join(", ")
-            ),
-        ));
+    let email = credits::email_in(path).transpose()?;
+    let endpoint = match email {
+        Some(_) => Endpoint::UserCredits,
+        None => match ENDPOINTS.iter().find(|(p, _)| *p == path) {
+            Some((_, e)) => *e,
+            None => {
+                return Err(ApiError::new(
+                    Code::NotFound,
+                    format!(
+                        "no endpoint at `{}`; the GET endpoints are {}, {}/{{email}}",
+                        echo(path),
+                        ENDPOINTS.map(|(p, _)| p).join(", "),
+                        credits::PATH
+                    ),
+                ));
+            }
+        },
     };
     if method != Method::GET && method != Method::HEAD {
         return Err(super::method_not_allowed(method, path, "GET, HEAD"));
@@ -412,12 +445,18 @@ pub(super) async fn route(
     )
     .await?;
     let params = Params::parse(endpoint, query)?;
+    let team = key.team_id.as_str();
+    if let Some(email) = email {
+        let (answer, place) = app.gate.run(team, credits::user(app, team, &email)).await;
+        let mut res = conditional(headers, &answer?);
+        super::streamed::hold(&mut res, place);
+        return Ok(res);
+    }
     let fingerprint = params.fingerprint(endpoint);
     let after = cursor_key(&params, &fingerprint)?;
     let limit = params.limit()?;
     // The whole answer is computed once for all its pages (`pages`): on a store with a
     // change counter, it is kept until the team's data changes.
-    let team = key.team_id.as_str();
     let version = match app.store.change_version().await {
         Ok(Some(store)) => app
             .store
@@ -426,7 +465,8 @@ pub(super) async fn route(
             .ok()
             .map(|t| (store, t.unwrap_or(0))),
         _ => None,
-    };
+    }
+    .filter(|_| endpoint.kept());
     let kept = version.and_then(|v| app.pages.get(team, &fingerprint, v));
     app.metrics.v2_answer(kept.is_some());
     let (rows, place) = match kept {
@@ -439,6 +479,10 @@ pub(super) async fn route(
                         Endpoint::Daily => daily(app, team, &params).await,
                         Endpoint::Activity => activity(app, team, &params).await,
                         Endpoint::Audit => audit(app, team).await,
+                        // A user's credits were answered above.
+                        Endpoint::Credits | Endpoint::UserCredits => {
+                            credits::rows(app, team, &params).await
+                        }
                     }
                 })
                 .await;

@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use usage_core::credits::{Caps, Terms, UserCredits};
 use usage_core::load::Batch;
 use usage_core::plan::{AgentPlan, AnalyticsPlan, CapAction, CapScope, Limits, UserPagePlan};
 use usage_core::schema::records::{BILLING, RecordKind};
@@ -61,6 +62,8 @@ struct Caches {
     unknown: HashSet<[u8; 32]>,
     teams: Option<Vec<Team>>,
     caps: HashMap<(String, CapScope), Option<i64>>,
+    /// Every cap of a team.
+    team_caps: HashMap<String, Caps>,
     billing: HashMap<String, Billing>,
 }
 
@@ -334,6 +337,8 @@ delegate! {
         async fn has_group_id(&self, team: &str, group_id: &str) -> StoreResult<bool>;
         async fn has_user(&self, team: &str, email: &str) -> StoreResult<bool>;
         async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>>;
+        async fn credits(&self, team: &str, terms: &Terms) -> StoreResult<Vec<UserCredits>>;
+        async fn credits_of(&self, team: &str, email: &str, terms: &Terms) -> StoreResult<Option<UserCredits>>;
     }
 }
 
@@ -363,8 +368,18 @@ delegate! {
                 .await;
             self.invalidate(|c| {
                 c.caps.remove(&(team.to_string(), scope.clone()));
+                c.team_caps.remove(team);
             });
             r
+        }
+
+        async fn caps(&self, team: &str) -> StoreResult<Caps> {
+            self.cached(
+                |c| c.team_caps.get(team).cloned(),
+                self.inner.caps(team),
+                |c, v| bounded_insert(&mut c.team_caps, team.to_string(), v),
+            )
+            .await
         }
     }
     forward {

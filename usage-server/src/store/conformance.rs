@@ -5,6 +5,7 @@
 
 use serde_json::json;
 use usage_core::JsonPath;
+use usage_core::credits::Caps;
 use usage_core::load::{Batch, Record, parse_record};
 use usage_core::plan::{AnalyticsPlan, CapAction, CapScope, Limits};
 use usage_core::schema::records::{self, RecordKind};
@@ -350,6 +351,14 @@ pub async fn caps(s: &dyn Store) {
         effective_cap(s, &a, "a@x").await.expect("q"),
         Some((0, "user".into()))
     );
+    // Every cap of the team at once; none of another team's.
+    let mut all = Caps::default();
+    all.set(&CapScope::Team, Some(50));
+    all.set(&CapScope::Group("g1".into()), Some(30));
+    all.set(&CapScope::Group("g2".into()), Some(30));
+    all.set(&user, Some(0));
+    assert_eq!(s.caps(&a).await.expect("q"), all);
+    assert_eq!(s.caps(&b).await.expect("q"), Caps::default());
     s.change_cap(&a, &user, CapAction::Clear, "k2", now())
         .await
         .expect("clear");

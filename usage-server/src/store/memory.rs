@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use async_trait::async_trait;
+use usage_core::credits::{Caps, Terms, UserCredits};
 use usage_core::eval::TeamData;
 use usage_core::load::{Batch, Record};
 use usage_core::plan::{AgentPlan, AnalyticsPlan, CapAction, CapScope, Limits, UserPagePlan};
@@ -232,6 +233,19 @@ impl RecordStore for MemoryStore {
     async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>> {
         self.read(team, |d| Ok(d.groups_of(email)))
     }
+
+    async fn credits(&self, team: &str, terms: &Terms) -> StoreResult<Vec<UserCredits>> {
+        self.read(team, |d| Ok(d.credits(terms)))
+    }
+
+    async fn credits_of(
+        &self,
+        team: &str,
+        email: &str,
+        terms: &Terms,
+    ) -> StoreResult<Option<UserCredits>> {
+        self.read(team, |d| Ok(d.credits_of(email, terms)))
+    }
 }
 
 #[async_trait]
@@ -242,6 +256,16 @@ impl CapStore for MemoryStore {
             .caps
             .get(&(team.to_string(), scope.clone()))
             .copied())
+    }
+
+    async fn caps(&self, team: &str) -> StoreResult<Caps> {
+        Ok(Caps::from_entries(
+            self.meta()?
+                .caps
+                .iter()
+                .filter(|((t, _), _)| t == team)
+                .map(|((_, scope), cap)| (scope.clone(), *cap)),
+        ))
     }
 
     async fn change_cap(

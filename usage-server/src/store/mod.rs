@@ -24,6 +24,7 @@ mod team_cache;
 
 use async_trait::async_trait;
 use usage_core::Violations;
+use usage_core::credits::{Caps, Cycle, Terms, UserCredits};
 use usage_core::eval::{EvalError, TeamData};
 use usage_core::load::{Batch, Record};
 use usage_core::plan::{AgentPlan, AnalyticsPlan, CapAction, CapScope, Limits, UserPagePlan};
@@ -250,6 +251,15 @@ pub trait RecordStore: Send + Sync {
     async fn has_user(&self, team: &str, email: &str) -> StoreResult<bool>;
     /// The ids of the existing groups the user is a member of, sorted bytewise.
     async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>>;
+    /// Every user's credits against `terms`, in e-mail order (contract section 12).
+    async fn credits(&self, team: &str, terms: &Terms) -> StoreResult<Vec<UserCredits>>;
+    /// One user's credits against `terms`; `None` when the e-mail is no user of the team.
+    async fn credits_of(
+        &self,
+        team: &str,
+        email: &str,
+        terms: &Terms,
+    ) -> StoreResult<Option<UserCredits>>;
 }
 
 /// Add-on credit caps and their audit log.
@@ -257,6 +267,8 @@ pub trait RecordStore: Send + Sync {
 pub trait CapStore: Send + Sync {
     /// The cap set at exactly this scope.
     async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>>;
+    /// Every cap of the team, at every scope.
+    async fn caps(&self, team: &str) -> StoreResult<Caps>;
     /// Sets or clears a cap durably and appends the change to the audit log.
     async fn change_cap(
         &self,
@@ -301,30 +313,47 @@ impl<T: TeamStore + RecordStore + CapStore + BillingStore + StoreOps + ?Sized> S
 
 /// The cap that applies to a user, and where it comes from (section 6): their own cap,
 /// else the minimum over their groups' caps (tie: bytewise smallest group id), else the
-/// team cap.
+/// team cap ([`Caps::effective`]).
 pub async fn effective_cap(
     store: &dyn Store,
     team: &str,
     email: &str,
 ) -> StoreResult<Option<(i64, String)>> {
-    if let Some(c) = store.cap(team, &CapScope::User(email.to_string())).await? {
-        return Ok(Some((c, "user".to_string())));
-    }
-    let mut best: Option<(i64, String)> = None;
-    for g in store.groups_of(team, email).await? {
-        if let Some(c) = store.cap(team, &CapScope::Group(g.clone())).await?
-            && best.as_ref().is_none_or(|(b, _)| c < *b)
-        {
-            best = Some((c, g));
+    let caps = store.caps(team).await?;
+    Ok(caps
+        .effective(email, &store.groups_of(team, email).await?)
+        .map(|(cap, source)| (cap, source.to_string())))
+}
+
+/// What a cap scope names that the team lacks (section 6: a cap is set on a group or a
+/// user of the team): the request field (`group_id`, `user_email`) and its value; `None`
+/// when the team has it (the team scope always).
+pub async fn missing_in_scope(
+    store: &dyn Store,
+    team: &str,
+    scope: &CapScope,
+) -> StoreResult<Option<(&'static str, String)>> {
+    Ok(match scope {
+        CapScope::Team => None,
+        CapScope::Group(g) => {
+            (!store.has_group_id(team, g).await?).then(|| ("group_id", g.clone()))
         }
-    }
-    if let Some((c, g)) = best {
-        return Ok(Some((c, format!("group:{g}"))));
-    }
-    Ok(store
-        .cap(team, &CapScope::Team)
-        .await?
-        .map(|c| (c, "team".to_string())))
+        CapScope::User(e) => (!store.has_user(team, e).await?).then(|| ("user_email", e.clone())),
+    })
+}
+
+/// What the team's users' credits are computed against at `now`: its caps, the billing
+/// cycle containing `now` and its prompt credits per seat.
+pub async fn terms(store: &dyn Store, team: &str, now: Timestamp) -> StoreResult<Terms> {
+    let billing = store.billing(team).await?.current(now);
+    Ok(Terms {
+        caps: store.caps(team).await?,
+        cycle: Cycle {
+            start: billing.cycle_start,
+            end: billing.cycle_end,
+        },
+        prompt_credits_per_seat: billing.prompt_credits_per_seat,
+    })
 }
 
 /// Checks a batch with [`TeamData::prepare`] for the kinds whose rules read stored data.

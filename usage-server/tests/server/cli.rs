@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::Stdio;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::process::{Server, admin, cmd, fixture, new_key, ok};
 
@@ -482,4 +482,190 @@ async fn export_prints_the_servers_csv_and_ndjson() {
     );
     assert_eq!((code, out.as_str()), (1, ""));
     assert!(err.contains("query_requests: too_many"), "{err}");
+}
+
+/// `cap set|get|clear` and `credits`: a change is checked as `UsageConfig` checks it,
+/// audited as `cli`, and read by a running server; bad flags are usage errors.
+#[tokio::test]
+async fn caps_and_credits_from_the_command_line() {
+    let f = fixture();
+    let s = Server::start(&f.store, &[], &f.log);
+    let now = usage_core::time::Timestamp::now();
+    let at = |days: i64| usage_core::time::Timestamp(now.0 + days * 86_400_000_000).to_rfc3339();
+    let lines = [
+        (
+            "groups",
+            json!({"group_id": "g1", "group_name": "One"}).to_string(),
+        ),
+        (
+            "users",
+            json!({"email": "a@x", "name": "A", "api_key": "ka", "groups": ["g1"]}).to_string(),
+        ),
+        (
+            "billing",
+            json!({"billing_cycle_start": at(-3), "billing_cycle_end": at(3)}).to_string(),
+        ),
+        (
+            "agent_runs",
+            json!({"id": "r1", "api_key": "ka", "timestamp": at(-1), "ide_type": "editor",
+                   "model": "m", "mode": "CONVERSATIONAL_PLANNER_MODE_DEFAULT",
+                   "messages_sent": 1, "agent_id": "a", "prompts_used": 250,
+                   "flex_credits_used": 4000})
+            .to_string(),
+        ),
+    ];
+    for (kind, line) in lines {
+        let file = f._dir.path().join(format!("{kind}.jsonl"));
+        std::fs::write(&file, line).unwrap();
+        ok(
+            &f.store,
+            &[
+                "import",
+                "--team",
+                &f.team,
+                "--kind",
+                kind,
+                file.to_str().unwrap(),
+            ],
+        );
+    }
+    let t = f.team.as_str();
+    assert_eq!(
+        ok(
+            &f.store,
+            &[
+                "cap",
+                "set",
+                "--team",
+                t,
+                "--group",
+                "g1",
+                "--credits",
+                "50"
+            ]
+        ),
+        json!({"scope": "group:g1", "old": null, "new": 50})
+    );
+    assert_eq!(
+        ok(&f.store, &["cap", "get", "--team", t, "--group", "g1"]),
+        json!({"addOnCreditCap": 50})
+    );
+    assert_eq!(
+        ok(&f.store, &["cap", "get", "--team", t, "--team-level"]),
+        json!({})
+    );
+    let c = ok(&f.store, &["credits", "--team", t, "--email", "a@x"]);
+    assert_eq!(
+        (
+            &c["prompt_credits_used"],
+            &c["add_on_credits_used"],
+            &c["add_on_credit_cap"],
+            &c["cap_source"],
+            &c["remaining_add_on_credits"],
+            &c["percent_of_cap"],
+            &c["has_access"]
+        ),
+        (
+            &json!("2.50"),
+            &json!("40.00"),
+            &json!(50),
+            &json!("group:g1"),
+            &json!("10.00"),
+            &json!("80.0"),
+            &json!(true)
+        ),
+        "{c}"
+    );
+    assert_eq!(
+        admin(&f.store, &["credits", "--team", t, "--min-percent", "81"]),
+        (0, String::new(), String::new())
+    );
+    // The running server reads the CLI's cap (it checks the store every 250 ms).
+    let client = reqwest::Client::new();
+    let mut seen = Value::Null;
+    for _ in 0..100 {
+        seen = client
+            .get(format!("{}/api/v2/credits/users/a%40x", s.base))
+            .header("authorization", format!("Bearer {}", f.key))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if seen == c {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, c);
+    assert_eq!(
+        ok(&f.store, &["cap", "clear", "--team", t, "--group", "g1"]),
+        json!({"scope": "group:g1", "old": 50, "new": null})
+    );
+    let (code, out, _) = admin(&f.store, &["audit", "--team", t]);
+    assert_eq!(code, 0);
+    let keys: Vec<String> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["key_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    // The billing import, then the two cap changes.
+    assert_eq!(keys, ["cli:import", "cli", "cli"]);
+    // A group or user the team lacks, an unknown team or user: exit 1, one line.
+    for args in [
+        vec![
+            "cap",
+            "set",
+            "--team",
+            t,
+            "--user",
+            "nobody@x",
+            "--credits",
+            "1",
+        ],
+        vec!["cap", "get", "--team", t, "--group", "g-none"],
+        vec!["cap", "clear", "--team", "team_nope", "--team-level"],
+        vec!["credits", "--team", t, "--email", "nobody@x"],
+        vec!["credits", "--team", "team_nope"],
+    ] {
+        let (code, out, err) = admin(&f.store, &args);
+        assert_eq!((code, out.as_str()), (1, ""), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    // No scope, two scopes, a cap out of range: usage errors.
+    for args in [
+        vec!["cap", "set", "--team", t, "--credits", "5"],
+        vec![
+            "cap",
+            "set",
+            "--team",
+            t,
+            "--team-level",
+            "--group",
+            "g1",
+            "--credits",
+            "5",
+        ],
+        vec!["cap", "set", "--team", t, "--team-level", "--credits", "-1"],
+        vec![
+            "cap",
+            "set",
+            "--team",
+            t,
+            "--team-level",
+            "--credits",
+            "1000000001",
+        ],
+        vec!["credits", "--team", t, "--min-percent", "100001"],
+    ] {
+        let (code, out, err) = admin(&f.store, &args);
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}");
+        assert!(err.starts_with("error:"), "{args:?}: {err}");
+    }
+    s.kill9();
 }

@@ -41,6 +41,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "\"next_cursor\":\"",
             "\"language\":\"",
             "304",
+            "\"has_access\":",
             "\"entries\":[",
         ],
     ),

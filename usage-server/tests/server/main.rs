@@ -11,6 +11,7 @@ mod common;
 mod bounds;
 mod cli;
 mod crash;
+mod credits;
 mod dashboard;
 mod docs;
 mod errors;

@@ -3,8 +3,10 @@
 
 use serde_json::{Value, json};
 use usage_core::WireEnum;
+use usage_core::credits::{CapSource, Cycle, Spend, UserCredits};
+use usage_core::time::Timestamp;
 
-use super::super::v2::{DEFAULT_LIMIT, Endpoint, GROUPS, MAX_LIMIT, SOURCES};
+use super::super::v2::{DEFAULT_LIMIT, Endpoint, GROUPS, MAX_LIMIT, MAX_MIN_PERCENT, SOURCES};
 use super::{Endpoint as Doc, JSON, schema_ref};
 use crate::error::Code;
 
@@ -168,5 +170,102 @@ pub(super) fn endpoints() -> Vec<Doc> {
             also: vec![],
             parameters: paging(),
         },
+        Doc {
+            path: "/api/v2/credits/users".into(),
+            methods: &["get"],
+            operation_id: "CreditsUsers".into(),
+            tag: "billing",
+            summary: "Every user's credits in the current cycle against their cap, by e-mail."
+                .into(),
+            description: desc(Endpoint::Credits),
+            request: None,
+            ok: page("data", schema_ref("UserCredits")),
+            errors: errors(),
+            media_type: JSON,
+            also: vec![],
+            parameters: [
+                vec![param(
+                    "min_percent",
+                    false,
+                    json!({"type": "integer", "minimum": 0, "maximum": MAX_MIN_PERCENT}),
+                    "Only users with a cap who used at least this percentage of it (a cap of \
+                     0 is reached by any use).",
+                )],
+                paging(),
+            ]
+            .concat(),
+        },
+        Doc {
+            path: "/api/v2/credits/users/{email}".into(),
+            methods: &["get"],
+            operation_id: "CreditsUser".into(),
+            tag: "billing",
+            summary: "One user's credits in the current cycle against their cap.".into(),
+            description: format!(
+                "Extension. Key: `Authorization: Bearer` with `{}`. Answered from memory: the \
+                 check an assistant's backend makes before a costly request (`has_access`). \
+                 404 when the e-mail is not a user of the team.",
+                Endpoint::UserCredits.permission().identifier()
+            ),
+            request: None,
+            ok: schema_ref("UserCredits"),
+            errors: [errors(), vec![Code::NotFound]].concat(),
+            media_type: JSON,
+            also: vec![],
+            parameters: vec![json!({"name": "email", "in": "path", "required": true,
+                "schema": {"type": "string", "minLength": 1},
+                "description": "The user's e-mail (percent-encoded where needed)."})],
+        },
     ]
+}
+
+/// The schema of a user's credits (contract section 12), read off its serialization so
+/// that no property name is spelt here: a capped user shows every property, an uncapped
+/// one those that are always present (required).
+pub(super) fn credits_schema(time: &Value) -> Value {
+    let cycle = Cycle {
+        start: Timestamp(0),
+        end: Timestamp(0),
+    };
+    let sample = |spend: Spend, cap| {
+        serde_json::to_value(UserCredits::new("", cycle, 0, spend, cap)).expect("credits serialize")
+    };
+    let one = Spend {
+        prompts: 1,
+        flex: 1,
+    };
+    let (Value::Object(full), Value::Object(always)) = (
+        sample(one, Some((1, CapSource::Team))),
+        sample(Spend::default(), None),
+    ) else {
+        unreachable!("credits are an object")
+    };
+    let epoch = serde_json::to_value(Timestamp(0)).expect("a time serializes");
+    let properties: serde_json::Map<String, Value> = full
+        .into_iter()
+        .map(|(name, v)| {
+            let schema = match &v {
+                Value::Bool(_) => json!({"type": "boolean"}),
+                Value::Number(_) => json!({"type": "integer", "minimum": 0}),
+                v if *v == epoch => time.clone(),
+                // Credits with two decimals ("0.01", "-0.99"); the percentage with one.
+                Value::String(t) if t.ends_with(".0") => {
+                    json!({"type": "string", "pattern": "^[0-9]+\\.[0-9]$"})
+                }
+                Value::String(t) if t.starts_with("0.") => {
+                    json!({"type": "string", "pattern": "^-?[0-9]+\\.[0-9]{2}$"})
+                }
+                _ => json!({"type": "string"}),
+            };
+            (name, schema)
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "description": "A user's credits in the team's current billing cycle against the cap \
+            that applies to them (contract section 12). Amounts are decimal strings; without a \
+            cap the cap's fields are absent and `has_access` is true.",
+        "required": always.keys().collect::<Vec<_>>(),
+        "properties": properties,
+    })
 }

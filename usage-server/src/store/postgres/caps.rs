@@ -2,11 +2,12 @@
 
 use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
+use usage_core::credits::Caps;
 use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
 use super::{PgStore, names, pg_err, unstorable};
-use crate::store::shared::{audit_change, audit_columns, scope_parts};
+use crate::store::shared::{audit_change, audit_columns, scope_from, scope_parts};
 use crate::store::{AuditEntry, CapStore, Change, StoreError, StoreResult};
 
 /// Appends an entry to the team's audit log, in the caller's transaction.
@@ -52,6 +53,20 @@ impl CapStore for PgStore {
         }
         let c = self.client().await?;
         cap_at(&c, team, (k, v)).await
+    }
+
+    async fn caps(&self, team: &str) -> StoreResult<Caps> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT scope_kind, scope_value, cap FROM caps WHERE team_id = $1",
+                &[&team],
+            )
+            .await
+            .map_err(pg_err)?;
+        Ok(Caps::from_entries(rows.iter().map(|r| {
+            (scope_from(r.get::<_, &str>(0), r.get(1)), r.get(2))
+        })))
     }
 
     async fn change_cap(

@@ -39,6 +39,7 @@ mod caps;
 #[cfg(test)]
 mod citus_tests;
 mod copy;
+mod credits;
 mod dialect;
 mod expr;
 mod names;

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use deadpool_postgres::{GenericClient, Transaction};
 use futures_util::SinkExt;
 use tokio_postgres::types::ToSql;
+use usage_core::credits::{Terms, UserCredits};
 use usage_core::eval::EvalError;
 use usage_core::load::{Batch, Record};
 use usage_core::plan::{AgentPlan, AnalyticsPlan, Limits, UserPagePlan};
@@ -19,8 +20,8 @@ use usage_core::wire::{
 use super::copy::CopyRows;
 use super::dialect::{identity_key_of, version_sort_key};
 use super::{
-    PgStore, boxed, cache, names, people, pg_err, refs, rows, sql, stats, text_rows, unstorable,
-    write,
+    PgStore, boxed, cache, credits, names, people, pg_err, refs, rows, sql, stats, text_rows,
+    unstorable, write,
 };
 use crate::store::shared::{ingested, stream, written_whole};
 use crate::store::{
@@ -606,5 +607,41 @@ impl RecordStore for PgStore {
             .await
             .map_err(pg_err)?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    async fn credits(&self, team: &str, terms: &Terms) -> StoreResult<Vec<UserCredits>> {
+        if let Some(h) = self.cache.held(team).await? {
+            let t = terms.clone();
+            return h.read(move |d| Ok(d.credits(&t))).await;
+        }
+        let c = self.client().await?;
+        let users = people::load(&c, team).await?;
+        let spend = credits::spend(&c, team, terms.cycle, None).await?;
+        Ok(users.credits_with(&spend, terms))
+    }
+
+    async fn credits_of(
+        &self,
+        team: &str,
+        email: &str,
+        terms: &Terms,
+    ) -> StoreResult<Option<UserCredits>> {
+        if let Some(h) = self.cache.held(team).await? {
+            let (e, t) = (email.to_string(), terms.clone());
+            return h.read(move |d| Ok(d.credits_of(&e, &t))).await;
+        }
+        if unstorable(email) {
+            return Ok(None);
+        }
+        let c = self.client().await?;
+        let users = people::load(&c, team).await?;
+        let Some(key) = users.key_of_user(email) else {
+            return Ok(None);
+        };
+        let spent = credits::spend(&c, team, terms.cycle, Some(key))
+            .await?
+            .remove(key)
+            .unwrap_or_default();
+        Ok(Some(terms.credits(email, &users.groups_of(email), spent)))
     }
 }

@@ -2,11 +2,12 @@
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use usage_core::credits::Caps;
 use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
 use super::{SqliteStore, bump, db_err, team_exists};
-use crate::store::shared::{audit_change, audit_columns, scope_parts};
+use crate::store::shared::{audit_change, audit_columns, scope_from, scope_parts};
 use crate::store::{AuditEntry, CapStore, Change, StoreResult};
 
 /// Appends an entry to the team's audit log, in the caller's transaction.
@@ -43,6 +44,31 @@ impl CapStore for SqliteStore {
         let (team, scope) = (team.to_string(), scope.clone());
         self.blocking(move |i| i.with_reader(|conn| cap_at(conn, &team, scope_parts(&scope))))
             .await
+    }
+
+    async fn caps(&self, team: &str) -> StoreResult<Caps> {
+        let team = team.to_string();
+        self.blocking(move |i| {
+            i.with_reader(|conn| {
+                let mut st = conn
+                    .prepare_cached(
+                        "SELECT scope_kind, scope_value, cap FROM caps WHERE team_id = ?1",
+                    )
+                    .map_err(db_err)?;
+                let rows = st
+                    .query_map([&team], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?))
+                    })
+                    .map_err(db_err)?;
+                let mut entries = Vec::new();
+                for row in rows {
+                    let (kind, value, cap) = row.map_err(db_err)?;
+                    entries.push((scope_from(&kind, value), cap));
+                }
+                Ok(Caps::from_entries(entries))
+            })
+        })
+        .await
     }
 
     async fn change_cap(

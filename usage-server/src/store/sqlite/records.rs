@@ -8,6 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use usage_core::JsonPath;
+use usage_core::credits::{Terms, UserCredits};
 use usage_core::eval::TeamData;
 use usage_core::eval::segment::SegmentBuilder;
 use usage_core::load::{Batch, Record, parse_record};
@@ -509,6 +510,22 @@ impl RecordStore for SqliteStore {
     async fn groups_of(&self, team: &str, email: &str) -> StoreResult<Vec<String>> {
         let e = email.to_string();
         self.read_team(team, move |d| Ok(d.groups_of(&e))).await
+    }
+
+    async fn credits(&self, team: &str, terms: &Terms) -> StoreResult<Vec<UserCredits>> {
+        let t = terms.clone();
+        self.read_team(team, move |d| Ok(d.credits(&t))).await
+    }
+
+    async fn credits_of(
+        &self,
+        team: &str,
+        email: &str,
+        terms: &Terms,
+    ) -> StoreResult<Option<UserCredits>> {
+        let (e, t) = (email.to_string(), terms.clone());
+        self.read_team(team, move |d| Ok(d.credits_of(&e, &t)))
+            .await
     }
 }
 
