@@ -107,6 +107,8 @@ pub struct TeamData {
     /// The records of each table as [`TeamData::records`] returns them, made on first use
     /// after a change.
     materialized: Vec<OnceLock<Vec<Record>>>,
+    /// The spend by `api_key` last computed, for its range ([`TeamData::spend_by_key`]).
+    spend: credits::SpendMemo,
 }
 
 impl Default for TeamData {
@@ -117,6 +119,7 @@ impl Default for TeamData {
             tables: records::USAGE.iter().map(|k| Table::new(k)).collect(),
             email_of_key: HashMap::new(),
             materialized: records::USAGE.iter().map(|_| OnceLock::new()).collect(),
+            spend: credits::SpendMemo::default(),
         }
     }
 }
@@ -129,6 +132,12 @@ impl TeamData {
 
     fn table_index(kind: &RecordKind) -> Option<usize> {
         records::USAGE.iter().position(|k| k.name == kind.name)
+    }
+
+    /// Drops what was computed from table `i` (it changed).
+    fn table_changed(&mut self, i: usize) {
+        self.materialized[i] = OnceLock::new();
+        self.spend = credits::SpendMemo::default();
     }
 
     /// The table of a kind of usage records.
@@ -324,7 +333,7 @@ impl TeamData {
                     for r in &batch.records {
                         self.tables[i].upsert(r);
                     }
-                    self.materialized[i] = OnceLock::new();
+                    self.table_changed(i);
                 }
                 return;
             }

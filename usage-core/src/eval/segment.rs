@@ -628,7 +628,7 @@ impl TeamData {
             Content::Table(t) => {
                 let i = TeamData::table_index(seg.kind).expect("a table's kind is a usage kind");
                 self.tables[i] = t;
-                self.materialized[i] = std::sync::OnceLock::new();
+                self.table_changed(i);
             }
             Content::People(records) => {
                 match seg.kind.name {
