@@ -266,6 +266,37 @@ impl UserCredits {
     }
 }
 
+/// A user's credits before and after a cap change: a row of the preview of a change
+/// (`POST /api/v2/caps/preview`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Change<'a> {
+    /// The user's e-mail.
+    pub email: &'a str,
+    /// Their credits now.
+    pub before: &'a UserCredits,
+    /// Their credits with the change.
+    pub after: &'a UserCredits,
+}
+
+/// The users whose cap, its source or access differ between two answers over the same
+/// users (both in e-mail order, as [`TeamData::credits`](crate::eval::TeamData::credits)
+/// gives them): the preview of a cap change, in e-mail order.
+pub fn changed<'a>(before: &'a [UserCredits], after: &'a [UserCredits]) -> Vec<Change<'a>> {
+    before
+        .iter()
+        .zip(after)
+        .filter(|(b, a)| {
+            debug_assert_eq!(b.email, a.email);
+            b.cap != a.cap || b.has_access() != a.has_access()
+        })
+        .map(|(before, after)| Change {
+            email: &before.email,
+            before,
+            after,
+        })
+        .collect()
+}
+
 /// Hundredths written with two decimals: `1250` as `"12.50"`, `-5` as `"-0.05"`.
 pub fn hundredths(v: i128) -> String {
     let sign = if v < 0 { "-" } else { "" };
@@ -382,6 +413,44 @@ mod tests {
         let almost = with(7_996, Some(100));
         assert_eq!(almost.percent_tenths(), Some(799));
         assert!(!almost.reaches(80));
+    }
+
+    #[test]
+    fn a_preview_lists_the_users_whose_cap_source_or_access_change() {
+        let cycle = Cycle {
+            start: Timestamp(0),
+            end: Timestamp(1),
+        };
+        let user = |email: &str, flex, cap: Option<(i64, CapSource)>| {
+            UserCredits::new(email, cycle, 0, Spend { prompts: 0, flex }, cap)
+        };
+        let before = [
+            user("a@x", 500, Some((10, CapSource::Team))),
+            user("b@x", 0, Some((10, CapSource::Team))),
+            user("c@x", 0, None),
+            user("d@x", 900, Some((10, CapSource::Team))),
+        ];
+        let after = [
+            // The same cap from another scope: listed.
+            user("a@x", 500, Some((10, CapSource::Group("g".into())))),
+            user("b@x", 0, Some((10, CapSource::Team))),
+            // A cap that blocks nothing yet: listed (the cap changes).
+            user("c@x", 0, Some((5, CapSource::Team))),
+            // Over the new cap: listed (access changes too).
+            user("d@x", 900, Some((5, CapSource::Team))),
+        ];
+        let emails: Vec<&str> = changed(&before, &after)
+            .iter()
+            .map(|c| {
+                assert_eq!(
+                    (&c.before.email, &c.after.email),
+                    (&c.email.to_string(), &c.email.to_string())
+                );
+                c.email
+            })
+            .collect();
+        assert_eq!(emails, ["a@x", "c@x", "d@x"]);
+        assert!(changed(&before, &before).is_empty());
     }
 
     #[test]

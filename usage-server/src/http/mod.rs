@@ -362,6 +362,20 @@ where
     if path == "/metrics" && app.metrics_on_api {
         return metrics_response(app, method, path).await;
     }
+    if path == v2::preview::PATH {
+        if method != Method::POST {
+            return Err(method_not_allowed(method, path, "POST"));
+        }
+        let bytes = read_body(
+            headers,
+            body,
+            app.config.max_body_bytes,
+            &app.config.timeouts,
+        )
+        .await?;
+        check_content_type(headers)?;
+        return v2::preview::answer(app, query, headers, &bytes, cx).await;
+    }
     if path.starts_with("/api/v2/") {
         return v2::route(app, method, path, query, headers, cx).await;
     }

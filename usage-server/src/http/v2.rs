@@ -50,6 +50,7 @@ pub const DEFAULT_LIMIT: usize = 100;
 pub const MAX_LIMIT: usize = 1000;
 
 mod credits;
+pub(super) mod preview;
 
 pub(super) use credits::MAX_MIN_PERCENT;
 
@@ -68,6 +69,7 @@ pub(super) enum Endpoint {
     Audit,
     Credits,
     UserCredits,
+    Preview,
 }
 
 impl Endpoint {
@@ -78,6 +80,7 @@ impl Endpoint {
             Endpoint::Audit => "audit",
             Endpoint::Credits => "credits/users",
             Endpoint::UserCredits => "credits/users/{email}",
+            Endpoint::Preview => "caps/preview",
         }
     }
 
@@ -85,13 +88,18 @@ impl Endpoint {
         match self {
             Endpoint::Daily => Permission::AnalyticsRead,
             Endpoint::Activity => Permission::TeamsRead,
-            Endpoint::Audit | Endpoint::Credits | Endpoint::UserCredits => Permission::BillingRead,
+            Endpoint::Audit | Endpoint::Credits | Endpoint::UserCredits | Endpoint::Preview => {
+                Permission::BillingRead
+            }
         }
     }
 
     /// Whether its answers are kept for their next pages until the team's data changes.
     fn kept(self) -> bool {
-        !matches!(self, Endpoint::Credits | Endpoint::UserCredits)
+        !matches!(
+            self,
+            Endpoint::Credits | Endpoint::UserCredits | Endpoint::Preview
+        )
     }
 
     /// The query parameters it takes.
@@ -104,6 +112,7 @@ impl Endpoint {
             Endpoint::Audit => &["limit", "cursor"],
             Endpoint::Credits => &["min_percent", "limit", "cursor"],
             Endpoint::UserCredits => &[],
+            Endpoint::Preview => &["limit", "cursor"],
         }
     }
 }
@@ -112,6 +121,7 @@ impl Endpoint {
 pub(super) fn label(path: &str) -> Option<&'static str> {
     let endpoint = match credits::email_in(path) {
         Some(_) => Endpoint::UserCredits,
+        None if path == preview::PATH => Endpoint::Preview,
         None => ENDPOINTS.iter().find(|(p, _)| *p == path)?.1,
     };
     Some(match endpoint {
@@ -120,6 +130,7 @@ pub(super) fn label(path: &str) -> Option<&'static str> {
         Endpoint::Audit => "v2/audit",
         Endpoint::Credits => "v2/credits/users",
         Endpoint::UserCredits => "v2/credits/user",
+        Endpoint::Preview => "v2/caps/preview",
     })
 }
 
@@ -479,8 +490,8 @@ pub(super) async fn route(
                         Endpoint::Daily => daily(app, team, &params).await,
                         Endpoint::Activity => activity(app, team, &params).await,
                         Endpoint::Audit => audit(app, team).await,
-                        // A user's credits were answered above.
-                        Endpoint::Credits | Endpoint::UserCredits => {
+                        // A user's credits were answered above; a preview is a POST.
+                        Endpoint::Credits | Endpoint::UserCredits | Endpoint::Preview => {
                             credits::rows(app, team, &params).await
                         }
                     }

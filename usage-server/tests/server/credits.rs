@@ -186,7 +186,9 @@ async fn write(server: &TestServer, team: &str, t: &Team) {
         .iter()
         .map(|g| json!({"group_id": g, "group_name": format!("name {g}")}))
         .collect();
-    load(s, team, &GROUPS, Value::Array(groups)).await;
+    if !groups.is_empty() {
+        load(s, team, &GROUPS, Value::Array(groups)).await;
+    }
     let users: Vec<Value> = t
         .users
         .iter()
@@ -353,3 +355,289 @@ async fn credits_equal_the_oracle(store: TestStore) {
 }
 
 on_every_store!(credits_equal_the_oracle);
+
+/// Pages through a POST of the preview; (status, rows or the error body).
+async fn preview(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    body: &Value,
+    limit: u64,
+) -> (u16, Value) {
+    let mut rows = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{base}/api/v2/caps/preview?limit={limit}");
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let res = client
+            .post(&url)
+            .header("authorization", format!("Bearer {key}"))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let v: Value = res.json().await.unwrap_or(Value::Null);
+        if status != 200 {
+            return (status, v);
+        }
+        rows.extend(v["data"].as_array().unwrap().iter().cloned());
+        match v["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return (200, Value::Array(rows)),
+        }
+    }
+}
+
+/// Every user's credits, all pages.
+async fn all_credits(client: &reqwest::Client, base: &str, key: &str) -> Vec<Value> {
+    let (status, body) = get(
+        client,
+        &format!("{base}/api/v2/credits/users?limit=1000"),
+        key,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["data"].as_array().unwrap().clone()
+}
+
+/// The preview of random cap changes equals what reading the credits before and after
+/// applying each change shows: the users whose cap, its source or access changed.
+async fn preview_equals_the_change_applied(store: TestStore) {
+    let seed = std::env::var("CREDITS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| Timestamp::now().0 as u64);
+    let mut rng = SplitMix64::new(seed);
+    let t = random_team(&mut rng, Timestamp::now().0);
+    let server = TestServer::start(store, fast_config(), async |s| {
+        add_team(s, "preview", Plan::Enterprise).await
+    })
+    .await;
+    write(&server, &server.team, &t).await;
+    let base = server.server.url();
+    let client = reqwest::Client::new();
+    let read = make_key(
+        server.store.as_ref(),
+        &server.team,
+        &[usage_core::schema::Permission::BillingRead],
+    )
+    .await;
+    let emails: Vec<&String> = t.users.keys().collect();
+    let mut shown = 0;
+    for step in 0..12 {
+        let mut body = match rng.below(3) {
+            0 => json!({"team_level": true}),
+            1 => json!({"group_id": *rng.pick(&["g0", "g1", "g2"])}),
+            _ => json!({"user_email": rng.pick(&emails)}),
+        };
+        if rng.chance(0.25) {
+            body["clear_add_on_credit_cap"] = json!(true);
+        } else {
+            body["set_add_on_credit_cap"] = json!(*rng.pick(&[0, 1, 3, 20, 50, 100, 500]));
+        }
+        let when = format!("seed {seed}, {}, step {step}: {body}", store.name());
+        let before = all_credits(&client, &base, &read).await;
+        let (status, rows) = preview(&client, &base, &read, &body, 1 + rng.below(3)).await;
+        assert_eq!(status, 200, "{when}: {rows}");
+        // Nothing changed by the preview.
+        assert_eq!(all_credits(&client, &base, &read).await, before, "{when}");
+        let mut set = body.clone();
+        set["service_key"] = json!(server.key);
+        let r = client
+            .post(format!("{base}/api/v1/UsageConfig"))
+            .json(&set)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{when}");
+        let after = all_credits(&client, &base, &read).await;
+        let differs = |b: &Value, a: &Value| {
+            ["add_on_credit_cap", "cap_source", "has_access"]
+                .iter()
+                .any(|k| b.get(k) != a.get(k))
+        };
+        let want: Vec<Value> = before
+            .iter()
+            .zip(&after)
+            .filter(|(b, a)| differs(b, a))
+            .map(|(b, a)| json!({"email": b["email"], "before": b, "after": a}))
+            .collect();
+        shown += want.len();
+        assert_eq!(rows, Value::Array(want), "{when}");
+    }
+    assert!(shown > 0, "seed {seed}: no step changed anyone");
+    // Errors: a group the team lacks, a bad body, no key, a GET.
+    let (status, v) = preview(
+        &client,
+        &base,
+        &read,
+        &json!({"group_id": "g-none", "set_add_on_credit_cap": 1}),
+        10,
+    )
+    .await;
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (404, Some("not_found")),
+        "{v}"
+    );
+    let (status, v) = preview(&client, &base, &read, &json!({"team_level": true}), 10).await;
+    assert_eq!(
+        (status, v["details"][0]["rule"].as_str()),
+        (400, Some("action")),
+        "{v}"
+    );
+    let res = client
+        .post(format!("{base}/api/v2/caps/preview"))
+        .json(&json!({"team_level": true, "set_add_on_credit_cap": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+    let res = client
+        .get(format!("{base}/api/v2/caps/preview"))
+        .header("authorization", format!("Bearer {read}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            res.status().as_u16(),
+            res.headers()["allow"].to_str().unwrap()
+        ),
+        (405, "POST")
+    );
+}
+
+on_every_store!(preview_equals_the_change_applied);
+
+/// A write is in the credits of the instance that acknowledged it at once, and in those
+/// of another instance on the same store in every read that starts a second after the
+/// acknowledgement (contract section 12): runs by `Ingest`, a cap by `UsageConfig`, the
+/// prompt credits per seat by a `billing` record.
+async fn writes_show_in_the_next_check(store: TestStore) {
+    let server = TestServer::start(store, fast_config(), async |s| {
+        add_team(s, "fresh", Plan::Enterprise).await
+    })
+    .await;
+    let now = Timestamp::now().0;
+    let t = Team {
+        users: [("a@t.example".to_string(), ("key-a".to_string(), vec![]))].into(),
+        groups: BTreeSet::new(),
+        team_cap: None,
+        group_caps: BTreeMap::new(),
+        user_caps: BTreeMap::new(),
+        runs: vec![],
+        start: (now - DAY) / 1_000_000 * 1_000_000,
+        end: (now + DAY) / 1_000_000 * 1_000_000,
+        per_seat: 5,
+    };
+    write(&server, &server.team, &t).await;
+    // Another instance, where the store has one (the memory store is one process's).
+    let other = if store.durable() {
+        let s = usage_server::store::open_with(
+            &server.spec,
+            usage_server::store::CacheConfig {
+                bytes: 1 << 30,
+                wait_for_load: false,
+            },
+        )
+        .await
+        .unwrap();
+        let h = usage_server::http::spawn(s, fast_config(), "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        Some(h)
+    } else {
+        None
+    };
+    let client = reqwest::Client::new();
+    let key = server.key.clone();
+    let check = |base: String| {
+        let (client, key) = (client.clone(), key.clone());
+        async move {
+            get(
+                &client,
+                &format!("{base}/api/v2/credits/users/a@t.example"),
+                &key,
+            )
+            .await
+            .1
+        }
+    };
+    let post = |op: &str, mut body: Value| {
+        let (client, key, base) = (client.clone(), key.clone(), server.server.url());
+        let op = op.to_string();
+        async move {
+            body["service_key"] = json!(key);
+            let r = client
+                .post(format!("{base}/api/v1/{op}"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200, "{op} {body}");
+        }
+    };
+    let run = |i: usize, flex: i64| {
+        json!({"kind": "agent_runs", "records": [{"id": format!("f{i}"), "api_key": "key-a",
+            "timestamp": Timestamp(now - 1_000_000).to_rfc3339(), "ide_type": "editor",
+            "model": "m", "mode": "CONVERSATIONAL_PLANNER_MODE_DEFAULT", "messages_sent": 1,
+            "agent_id": "a", "prompts_used": 1, "flex_credits_used": flex}]})
+    };
+    let writes: Vec<(Value, &str, &str, Value)> = vec![
+        (run(1, 150), "Ingest", "add_on_credits_used", json!("1.50")),
+        (
+            json!({"user_email": "a@t.example", "set_add_on_credit_cap": 2}),
+            "UsageConfig",
+            "remaining_add_on_credits",
+            json!("0.50"),
+        ),
+        (run(2, 100), "Ingest", "has_access", json!(false)),
+        (
+            json!({"kind": "billing", "records": [{"prompt_credits_per_seat": 9}]}),
+            "Ingest",
+            "prompt_credits_per_seat",
+            json!(9),
+        ),
+        (
+            json!({"user_email": "a@t.example", "clear_add_on_credit_cap": true}),
+            "UsageConfig",
+            "has_access",
+            json!(true),
+        ),
+    ];
+    for (body, op, field, want) in writes {
+        post(op, body.clone()).await;
+        let acked = std::time::Instant::now();
+        let got = check(server.server.url()).await;
+        assert_eq!(
+            got[field],
+            want,
+            "{}: {op} {body}: this instance: {got}",
+            store.name()
+        );
+        if let Some(h) = &other {
+            loop {
+                let started = acked.elapsed();
+                let got = check(h.url()).await;
+                if got[field] == want {
+                    break;
+                }
+                assert!(
+                    started < std::time::Duration::from_secs(1),
+                    "{}: {op} {body}: another instance answered {got} in a read that started {started:?} after the acknowledgement",
+                    store.name()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
+    if let Some(h) = other {
+        h.shutdown().await;
+    }
+}
+
+on_every_store!(writes_show_in_the_next_check);

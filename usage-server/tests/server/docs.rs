@@ -42,6 +42,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "\"language\":\"",
             "304",
             "\"has_access\":",
+            "\"before\":{",
             "\"entries\":[",
         ],
     ),

@@ -196,7 +196,7 @@ pub(super) fn endpoints() -> Vec<Doc> {
             .concat(),
         },
         Doc {
-            path: "/api/v2/credits/users/{email}".into(),
+            path: USER_PATH.into(),
             methods: &["get"],
             operation_id: "CreditsUser".into(),
             tag: "billing",
@@ -212,11 +212,82 @@ pub(super) fn endpoints() -> Vec<Doc> {
             errors: [errors(), vec![Code::NotFound]].concat(),
             media_type: JSON,
             also: vec![],
-            parameters: vec![json!({"name": "email", "in": "path", "required": true,
+            parameters: vec![
+                json!({"name": path_parameter(USER_PATH), "in": "path", "required": true,
                 "schema": {"type": "string", "minLength": 1},
-                "description": "The user's e-mail (percent-encoded where needed)."})],
+                "description": "The user's e-mail (percent-encoded where needed)."}),
+            ],
+        },
+        Doc {
+            path: "/api/v2/caps/preview".into(),
+            methods: &["post"],
+            operation_id: "CapsPreview".into(),
+            tag: "billing",
+            summary: "What a cap change would change, changing nothing.".into(),
+            description: format!(
+                "Extension. Key: `Authorization: Bearer` with `{}`; the body is `UsageConfig`'s \
+                 (a key in it is not read), checked by the same rules. Every user whose cap, its \
+                 source or `has_access` would change, with their credits before and after, in \
+                 e-mail order, in keyset pages (`limit` and `cursor` in the query string; a \
+                 cursor is bound to the body too). 404 for a group or user the team lacks.",
+                Endpoint::Preview.permission().identifier()
+            ),
+            request: Some(schema_ref("UsageConfigRequest")),
+            ok: page("data", change_schema()),
+            errors: [
+                errors(),
+                vec![
+                    Code::NotFound,
+                    Code::PayloadTooLarge,
+                    Code::UnsupportedMediaType,
+                ],
+            ]
+            .concat(),
+            media_type: JSON,
+            also: vec![],
+            parameters: paging(),
         },
     ]
+}
+
+/// The path of a user's credits, and the name of its parameter (between the braces).
+const USER_PATH: &str = "/api/v2/credits/users/{email}";
+
+fn path_parameter(path: &str) -> &str {
+    path.rsplit('{')
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('}')
+}
+
+/// The schema of a row of a preview, read off its serialization: the e-mail, and the
+/// credits before and after.
+fn change_schema() -> Value {
+    let cycle = Cycle {
+        start: Timestamp(0),
+        end: Timestamp(0),
+    };
+    let c = UserCredits::new("", cycle, 0, Spend::default(), None);
+    let row = serde_json::to_value(usage_core::credits::Change {
+        email: "",
+        before: &c,
+        after: &c,
+    })
+    .expect("a change serializes");
+    let Value::Object(row) = row else {
+        unreachable!("a change is an object")
+    };
+    let properties: serde_json::Map<String, Value> = row
+        .iter()
+        .map(|(name, v)| {
+            let schema = match v {
+                Value::Object(_) => schema_ref("UserCredits"),
+                _ => json!({"type": "string"}),
+            };
+            (name.clone(), schema)
+        })
+        .collect();
+    json!({"type": "object", "required": row.keys().collect::<Vec<_>>(), "properties": properties})
 }
 
 /// The schema of a user's credits (contract section 12), read off its serialization so
