@@ -39,7 +39,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde::ser::{Serialize, Serializer};
 
 use crate::plan::{CapScope, TimeRange};
 use crate::time::Timestamp;
@@ -311,35 +311,45 @@ fn tenths(v: i128) -> String {
     format!("{sign}{}.{}", a / 10, a % 10)
 }
 
+/// The credits object of contract section 12 as it is sent: the cap's fields are left out
+/// without a cap, and `percent_of_cap` with a cap of 0.
+#[derive(serde::Serialize)]
+struct Wire<'a> {
+    email: &'a str,
+    cycle_start: Timestamp,
+    cycle_end: Timestamp,
+    prompt_credits_per_seat: i64,
+    prompt_credits_used: String,
+    add_on_credits_used: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    add_on_credit_cap: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cap_source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remaining_add_on_credits: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    percent_of_cap: Option<String>,
+    has_access: bool,
+}
+
 impl Serialize for UserCredits {
-    /// The credits object of contract section 12; the cap's fields are left out without a
-    /// cap, and `percent_of_cap` with a cap of 0.
+    /// The credits object of contract section 12: the cap's fields left out without a cap,
+    /// `percent_of_cap` with a cap of 0.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("email", &self.email)?;
-        m.serialize_entry("cycle_start", &self.cycle.start)?;
-        m.serialize_entry("cycle_end", &self.cycle.end)?;
-        m.serialize_entry("prompt_credits_per_seat", &self.prompt_credits_per_seat)?;
-        m.serialize_entry(
-            "prompt_credits_used",
-            &hundredths(i128::from(self.spend.prompts)),
-        )?;
-        m.serialize_entry(
-            "add_on_credits_used",
-            &hundredths(i128::from(self.spend.flex)),
-        )?;
-        if let Some((cap, source)) = &self.cap {
-            m.serialize_entry("add_on_credit_cap", cap)?;
-            m.serialize_entry("cap_source", &source.to_string())?;
+        Wire {
+            email: &self.email,
+            cycle_start: self.cycle.start,
+            cycle_end: self.cycle.end,
+            prompt_credits_per_seat: self.prompt_credits_per_seat,
+            prompt_credits_used: hundredths(i128::from(self.spend.prompts)),
+            add_on_credits_used: hundredths(i128::from(self.spend.flex)),
+            add_on_credit_cap: self.cap.as_ref().map(|(c, _)| *c),
+            cap_source: self.cap.as_ref().map(|(_, s)| s.to_string()),
+            remaining_add_on_credits: self.remaining().map(hundredths),
+            percent_of_cap: self.percent_tenths().map(tenths),
+            has_access: self.has_access(),
         }
-        if let Some(r) = self.remaining() {
-            m.serialize_entry("remaining_add_on_credits", &hundredths(r))?;
-        }
-        if let Some(p) = self.percent_tenths() {
-            m.serialize_entry("percent_of_cap", &tenths(p))?;
-        }
-        m.serialize_entry("has_access", &self.has_access())?;
-        m.end()
+        .serialize(s)
     }
 }
 
