@@ -73,7 +73,9 @@ st --phases examples,coverage,fuzzing --exclude-path-regex '^/api/v2/' "$@" || s
 # The GET endpoints (query parameters) without the coverage phase: schemathesis 4.32's
 # coverage walk of query parameters crashes in hypothesis on this Python (its own
 # "AST constructor recursion depth mismatch", not an answer of the server).
-st --phases examples,fuzzing --include-path-regex '^/api/v2/' "$@" || status=$?
+# A webhook's test delivery is left out: it waits up to 10 s for whatever host a generated
+# URL names (tests/server/webhooks.rs covers it).
+st --phases examples,fuzzing --include-path-regex '^/api/v2/' --exclude-path-regex '/test$' "$@" || status=$?
 echo "schemathesis: exit $status in $(( $(date +%s) - start )) s"
 echo "answers by operation and status (server log):"
 grep -o 'method=[A-Z]* op=[^ ]* team=[^ ]* status=[0-9]*' "$tmp/server.log" |

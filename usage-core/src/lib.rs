@@ -39,6 +39,7 @@
 //! [`plan::Limits`], and no input makes these functions panic.
 #![deny(missing_docs)]
 
+pub mod alerts;
 pub mod credits;
 pub mod error;
 pub mod eval;

@@ -3,8 +3,8 @@
 //! The reference server of the usage service: the six operations of the spec and
 //! `Ingest` over HTTP ([`http`]), service keys and rate limits ([`auth`]), storage behind
 //! async traits with three implementations, in memory, SQLite (the embedded default) and
-//! PostgreSQL ([`store`]), the demo data set ([`demo`]) and the `usage-server` command
-//! line ([`cli`]).
+//! PostgreSQL ([`store`]), webhook deliveries ([`webhooks`]), the demo data set ([`demo`])
+//! and the `usage-server` command line ([`cli`]).
 //!
 //! Run a server in-process (tests do this on an ephemeral port):
 //!
@@ -28,3 +28,4 @@ pub mod http;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod webhooks;

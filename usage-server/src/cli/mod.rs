@@ -155,6 +155,11 @@ pub struct ServeArgs {
     /// not authenticated: bind it where only the scraper reaches it.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// Let webhooks use `http` URLs and send to loopback, private and link-local
+    /// addresses (tests, private deployments). Without it, such a URL is refused at
+    /// registration and a name that resolves to such an address fails each attempt.
+    #[arg(long)]
+    pub webhook_allow_private: bool,
 }
 
 fn parse_format(s: &str) -> Result<usage_core::wire::export::Format, String> {
@@ -609,6 +614,10 @@ async fn serve(store: Arc<dyn Store>, args: ServeArgs) -> Result<(), Failure> {
         poll_interval: http::POLL_INTERVAL,
         timeouts: http::Timeouts::default(),
         slots: slots(args.query_slots, args.team_query_slots),
+        webhooks: crate::webhooks::Settings {
+            allow_private: args.webhook_allow_private,
+            ..crate::webhooks::Settings::default()
+        },
     };
     http::serve_with(store, config, listener, metrics, shutdown_signal()).await;
     tracing::info!("stopped");

@@ -68,6 +68,8 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// Queries computed at once, in all and per team (contract section 11).
     pub slots: Slots,
+    /// Webhook deliveries (contract section 12).
+    pub webhooks: crate::webhooks::Settings,
 }
 
 impl Default for Config {
@@ -80,6 +82,7 @@ impl Default for Config {
             poll_interval: POLL_INTERVAL,
             timeouts: Timeouts::default(),
             slots: Slots::default(),
+            webhooks: crate::webhooks::Settings::default(),
         }
     }
 }
@@ -376,6 +379,23 @@ where
         check_content_type(headers)?;
         return v2::preview::answer(app, query, headers, &bytes, cx).await;
     }
+    if let Some(target) = v2::webhooks::Target::of(path) {
+        let target = target?;
+        let bytes = if target.reads_body(method) {
+            let bytes = read_body(
+                headers,
+                body,
+                app.config.max_body_bytes,
+                &app.config.timeouts,
+            )
+            .await?;
+            check_content_type(headers)?;
+            bytes
+        } else {
+            Bytes::new()
+        };
+        return v2::webhooks::answer(app, method, path, target, headers, &bytes, cx).await;
+    }
     if path.starts_with("/api/v2/") {
         return v2::route(app, method, path, query, headers, cx).await;
     }
@@ -591,6 +611,7 @@ pub async fn serve_with(
             }
         })
     };
+    let deliveries = tokio::spawn(crate::webhooks::run(store.clone(), config.webhooks));
     let timeouts = config.timeouts;
     let app = Arc::new(App {
         metrics_on_api: metrics.is_none(),
@@ -623,6 +644,7 @@ pub async fn serve_with(
         }
     }
     poller.abort();
+    deliveries.abort();
     if let Some(m) = metrics_server {
         m.abort();
     }

@@ -39,6 +39,7 @@ use crate::error::Code;
 use usage_core::validate::{ACTION_FIELDS as ACTIONS, SCOPE_FIELDS as SCOPES};
 
 mod v2;
+mod webhooks;
 
 /// The media type of JSON bodies.
 pub(super) const JSON: &str = "application/json";
@@ -172,6 +173,7 @@ pub fn endpoints() -> Vec<Endpoint> {
     });
     out.extend(Op::ALL.into_iter().map(op_endpoint));
     out.extend(v2::endpoints());
+    out.extend(webhooks::endpoints());
     out
 }
 
@@ -318,7 +320,23 @@ fn operation(e: &Endpoint, method: &str) -> Value {
     for (media, schema) in &e.also {
         ok["content"][*media] = json!({"schema": schema});
     }
-    responses.insert("200".into(), ok);
+    match webhooks::STATUS
+        .iter()
+        .find(|(id, _)| *id == e.operation_id)
+    {
+        Some((_, 204)) => {
+            responses.insert(
+                "204".into(),
+                json!({"description": "No content.", "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}}}),
+            );
+        }
+        Some((_, status)) => {
+            responses.insert(status.to_string(), ok);
+        }
+        None => {
+            responses.insert("200".into(), ok);
+        }
+    }
     for c in &e.errors {
         responses.insert(
             c.status().as_u16().to_string(),
@@ -338,6 +356,8 @@ fn operation(e: &Endpoint, method: &str) -> Value {
     if e.path.starts_with("/api/v2/") {
         // The GET endpoints: the key only by `Authorization: Bearer`; ETag and 304.
         op["security"] = json!([{"bearerKey": []}]);
+    }
+    if e.path.starts_with("/api/v2/") && !e.path.starts_with(crate::http::v2::webhooks::PATH) {
         if method == "get" {
             op["responses"]["200"]["headers"]["ETag"] = json!({
                 "description": "A digest of the body: send it in If-None-Match to get 304 while the answer is unchanged.",
@@ -355,7 +375,9 @@ fn operation(e: &Endpoint, method: &str) -> Value {
             "content": {"application/json": {"schema": schema}},
         });
         // The key travels in the body; `Authorization: Bearer` is the extension's fallback.
-        op["security"] = json!([{}, {"bearerKey": []}]);
+        if !e.path.starts_with("/api/v2/") {
+            op["security"] = json!([{}, {"bearerKey": []}]);
+        }
     }
     op
 }

@@ -51,6 +51,7 @@ pub const MAX_LIMIT: usize = 1000;
 
 mod credits;
 pub(super) mod preview;
+pub(super) mod webhooks;
 
 pub(super) use credits::MAX_MIN_PERCENT;
 
@@ -119,6 +120,9 @@ impl Endpoint {
 
 /// The `operation` label of a v2 path in the metrics (a fixed set).
 pub(super) fn label(path: &str) -> Option<&'static str> {
+    if let Some(Ok(t)) = webhooks::Target::of(path) {
+        return Some(t.label());
+    }
     let endpoint = match credits::email_in(path) {
         Some(_) => Endpoint::UserCredits,
         None if path == preview::PATH => Endpoint::Preview,

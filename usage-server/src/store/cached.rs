@@ -36,6 +36,7 @@ use usage_core::schema::records::{BILLING, RecordKind};
 use usage_core::time::Timestamp;
 use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
 
+use super::webhooks::{Attempt, Delivery, Outgoing, Webhook, WebhookStore};
 use super::{
     AuditEntry, Billing, BillingStore, CacheStats, CapStore, KeyInfo, KeyRecord, NewTeam,
     RecordStore, RecordStream, Store, StoreOps, StoreResult, Team, TeamStore, Token, UnreadableRow,
@@ -384,6 +385,19 @@ delegate! {
     }
     forward {
         async fn audit(&self, team: &str) -> StoreResult<Vec<AuditEntry>>;
+    }
+}
+
+delegate! {
+    impl WebhookStore {}
+    forward {
+        async fn add_webhook(&self, team: &str, hook: Webhook, now: Timestamp) -> StoreResult<bool>;
+        async fn webhooks(&self, team: &str) -> StoreResult<Vec<Webhook>>;
+        async fn remove_webhook(&self, team: &str, id: &str) -> StoreResult<bool>;
+        async fn deliveries(&self, team: &str, id: &str) -> StoreResult<Vec<Delivery>>;
+        async fn alerting_teams(&self) -> StoreResult<Vec<String>>;
+        async fn claim(&self, team: &str, now: Timestamp, lease: Timestamp, limit: usize) -> StoreResult<Vec<Outgoing>>;
+        async fn attempted(&self, team: &str, webhook_id: &str, event_id: &str, attempt: &Attempt, now: Timestamp) -> StoreResult<()>;
     }
 }
 

@@ -13,10 +13,15 @@ use usage_core::time::Timestamp;
 use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
 
 use super::shared::{closed, poisoned};
+use super::webhooks::{
+    Attempt, Delivery, Emitted, Outgoing, Webhook, WebhookStore, emit, wants_credits,
+};
 use super::{
     AuditEntry, Billing, BillingStore, CapStore, Change, IMPORT_ACTOR, KeyInfo, KeyRecord, NewTeam,
     RecordStore, RecordStream, StoreError, StoreOps, StoreResult, Team, TeamStore, prepare,
+    terms_of,
 };
+use usage_core::alerts::{DELIVERY_LOG, Known, MAX_WEBHOOKS};
 
 #[derive(Default)]
 struct Meta {
@@ -25,7 +30,97 @@ struct Meta {
     billing: HashMap<String, Billing>,
     caps: HashMap<(String, CapScope), i64>,
     audit: HashMap<String, Vec<AuditEntry>>,
+    /// Each team's webhooks, oldest first.
+    hooks: HashMap<String, Vec<Webhook>>,
+    /// What each webhook knows, by its id.
+    known: HashMap<String, Known>,
+    /// Every event, in the order made: its team, webhook and body with its log entry.
+    outbox: Vec<Queued>,
     closed: bool,
+}
+
+/// An event in the memory store's outbox.
+struct Queued {
+    team: String,
+    webhook_id: String,
+    body: String,
+    log: Delivery,
+}
+
+impl Meta {
+    /// Makes and queues the events of a write to `team` (contract section 12): `data` is
+    /// the team's data after it, `audit` the cap change it made.
+    fn alert(
+        &mut self,
+        team: &str,
+        data: &TeamData,
+        audit: Option<&AuditEntry>,
+        now: Timestamp,
+        tell: bool,
+    ) -> StoreResult<Emitted> {
+        let hooks: Vec<(Webhook, Known)> = self
+            .hooks
+            .get(team)
+            .into_iter()
+            .flatten()
+            .map(|h| {
+                (
+                    h.clone(),
+                    self.known.get(&h.id).cloned().unwrap_or_default(),
+                )
+            })
+            .collect();
+        if hooks.is_empty() {
+            return Ok(Emitted::default());
+        }
+        let after = if wants_credits(hooks.iter().map(|(h, _)| h)) {
+            Some(data.credits(&self.terms(team, now)?))
+        } else {
+            None
+        };
+        let out = emit(&hooks, after.as_deref(), audit, now, tell);
+        for (hook, email, cycle, t) in &out.fired {
+            let k = self.known.entry(hook.clone()).or_default();
+            k.fired.insert((email.clone(), *cycle, *t));
+        }
+        for (hook, email, access) in &out.access {
+            let k = self.known.entry(hook.clone()).or_default();
+            k.access.insert(email.clone(), *access);
+        }
+        for e in &out.events {
+            self.outbox.push(Queued {
+                team: team.to_string(),
+                webhook_id: e.webhook_id.clone(),
+                body: e.body.clone(),
+                log: Delivery {
+                    event_id: e.event_id.clone(),
+                    event_type: e.event_type.name().to_string(),
+                    created: now,
+                    attempts: 0,
+                    last_status: None,
+                    last_error: None,
+                    next_attempt: Some(now),
+                    delivered: None,
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// The team's terms at `now`.
+    fn terms(&self, team: &str, now: Timestamp) -> StoreResult<Terms> {
+        let billing = self
+            .billing
+            .get(team)
+            .ok_or_else(|| StoreError::UnknownTeam(team.to_string()))?;
+        let caps = Caps::from_entries(
+            self.caps
+                .iter()
+                .filter(|((t, _), _)| t == team)
+                .map(|((_, scope), cap)| (scope.clone(), *cap)),
+        );
+        Ok(terms_of(caps, billing, now))
+    }
 }
 
 /// The in-memory store.
@@ -50,7 +145,13 @@ impl MemoryStore {
     }
 
     fn team(&self, team: &str) -> StoreResult<Arc<RwLock<TeamData>>> {
-        if !self.meta()?.teams.iter().any(|t| t.id == team) {
+        let m = self.meta()?;
+        self.team_in(&m, team)
+    }
+
+    /// The team's data, with the metadata locked by the caller.
+    fn team_in(&self, m: &Meta, team: &str) -> StoreResult<Arc<RwLock<TeamData>>> {
+        if !m.teams.iter().any(|t| t.id == team) {
             return Err(StoreError::UnknownTeam(team.to_string()));
         }
         let data = self.data.read().map_err(poisoned)?;
@@ -73,8 +174,11 @@ impl MemoryStore {
         now: Timestamp,
     ) -> StoreResult<u64> {
         let n = batch.records.len() as u64;
+        // The metadata stays locked through the write and its events: one writer at a
+        // time, and the events read the caps and billing the write saw.
+        let mut m = self.meta()?;
+        let d = self.team_in(&m, team)?;
         if batch.kind == &BILLING {
-            let mut m = self.meta()?;
             let b = m
                 .billing
                 .get_mut(team)
@@ -94,12 +198,13 @@ impl MemoryStore {
                         change: Change::Billing { old, new },
                     });
             }
+            m.alert(team, &*d.read().map_err(poisoned)?, None, now, true)?;
             return Ok(n);
         }
-        let d = self.team(team)?;
         let mut g = d.write().map_err(poisoned)?;
         let prepared = prepare(&g, &batch, now)?;
         g.apply(&prepared);
+        m.alert(team, &g, None, now, true)?;
         Ok(n)
     }
 }
@@ -277,6 +382,7 @@ impl CapStore for MemoryStore {
         now: Timestamp,
     ) -> StoreResult<()> {
         let mut m = self.meta()?;
+        let d = self.team_in(&m, team)?;
         let k = (team.to_string(), scope.clone());
         let old = m.caps.get(&k).copied();
         let new = match action {
@@ -287,23 +393,151 @@ impl CapStore for MemoryStore {
             Some(n) => m.caps.insert(k, n),
             None => m.caps.remove(&k),
         };
-        m.audit
-            .entry(team.to_string())
-            .or_default()
-            .push(AuditEntry {
-                time: now,
-                key_id: key_id.to_string(),
-                change: Change::Cap {
-                    scope: scope.clone(),
-                    old,
-                    new,
-                },
-            });
+        let entry = AuditEntry {
+            time: now,
+            key_id: key_id.to_string(),
+            change: Change::Cap {
+                scope: scope.clone(),
+                old,
+                new,
+            },
+        };
+        m.alert(team, &*d.read().map_err(poisoned)?, Some(&entry), now, true)?;
+        m.audit.entry(team.to_string()).or_default().push(entry);
         Ok(())
     }
 
     async fn audit(&self, team: &str) -> StoreResult<Vec<AuditEntry>> {
         Ok(self.meta()?.audit.get(team).cloned().unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl WebhookStore for MemoryStore {
+    async fn add_webhook(&self, team: &str, hook: Webhook, now: Timestamp) -> StoreResult<bool> {
+        let mut m = self.meta()?;
+        let d = self.team_in(&m, team)?;
+        let hooks = m.hooks.entry(team.to_string()).or_default();
+        if hooks.len() >= MAX_WEBHOOKS {
+            return Ok(false);
+        }
+        hooks.push(hook.clone());
+        // Only the new webhook learns: the others' state does not move.
+        let others: Vec<Webhook> = std::mem::replace(hooks, vec![hook]);
+        let learnt = m.alert(team, &*d.read().map_err(poisoned)?, None, now, false);
+        m.hooks.insert(team.to_string(), others);
+        learnt.map(|_| true)
+    }
+
+    async fn webhooks(&self, team: &str) -> StoreResult<Vec<Webhook>> {
+        let m = self.meta()?;
+        self.team_in(&m, team)?;
+        Ok(m.hooks.get(team).cloned().unwrap_or_default())
+    }
+
+    async fn remove_webhook(&self, team: &str, id: &str) -> StoreResult<bool> {
+        let mut m = self.meta()?;
+        self.team_in(&m, team)?;
+        let Some(hooks) = m.hooks.get_mut(team) else {
+            return Ok(false);
+        };
+        let before = hooks.len();
+        hooks.retain(|h| h.id != id);
+        if hooks.len() == before {
+            return Ok(false);
+        }
+        m.known.remove(id);
+        m.outbox.retain(|q| !(q.team == team && q.webhook_id == id));
+        Ok(true)
+    }
+
+    async fn deliveries(&self, team: &str, id: &str) -> StoreResult<Vec<Delivery>> {
+        let m = self.meta()?;
+        Ok(m.outbox
+            .iter()
+            .rev()
+            .filter(|q| q.team == team && q.webhook_id == id)
+            .take(DELIVERY_LOG)
+            .map(|q| q.log.clone())
+            .collect())
+    }
+
+    async fn alerting_teams(&self) -> StoreResult<Vec<String>> {
+        let m = self.meta()?;
+        let mut teams: Vec<String> = m
+            .outbox
+            .iter()
+            .filter(|q| q.log.next_attempt.is_some())
+            .map(|q| q.team.clone())
+            .collect();
+        teams.sort();
+        teams.dedup();
+        Ok(teams)
+    }
+
+    async fn claim(
+        &self,
+        team: &str,
+        now: Timestamp,
+        lease: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<Outgoing>> {
+        let mut m = self.meta()?;
+        let Meta { hooks, outbox, .. } = &mut *m;
+        let mut out = Vec::new();
+        for q in outbox.iter_mut().filter(|q| q.team == team) {
+            if out.len() == limit {
+                break;
+            }
+            if q.log.next_attempt.is_none_or(|t| t > now) {
+                continue;
+            }
+            let Some(h) = hooks
+                .get(team)
+                .into_iter()
+                .flatten()
+                .find(|h| h.id == q.webhook_id)
+            else {
+                continue;
+            };
+            q.log.next_attempt = Some(lease);
+            out.push(Outgoing {
+                team: team.to_string(),
+                webhook_id: h.id.clone(),
+                event_id: q.log.event_id.clone(),
+                url: h.url.clone(),
+                secret: h.secret.clone(),
+                body: q.body.clone(),
+                attempts: q.log.attempts,
+                created: q.log.created,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn attempted(
+        &self,
+        team: &str,
+        webhook_id: &str,
+        event_id: &str,
+        attempt: &Attempt,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        let mut m = self.meta()?;
+        if let Some(q) = m
+            .outbox
+            .iter_mut()
+            .find(|q| q.team == team && q.webhook_id == webhook_id && q.log.event_id == event_id)
+        {
+            q.log.attempts += 1;
+            q.log.last_status = attempt.status;
+            q.log.last_error = attempt.error.clone();
+            q.log.next_attempt = attempt.next;
+            if attempt.error.is_none() {
+                q.log.delivered = Some(now);
+            }
+        }
+        Ok(())
     }
 }
 

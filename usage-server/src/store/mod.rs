@@ -1,6 +1,7 @@
 //! Storage behind a few async traits, so the HTTP layer never knows which store it talks
 //! to: teams and keys ([`TeamStore`]), users, groups and usage records ([`RecordStore`]),
-//! caps with their audit log ([`CapStore`]) and billing ([`BillingStore`]).
+//! caps with their audit log ([`CapStore`]), billing ([`BillingStore`]) and webhooks with
+//! their outbox ([`WebhookStore`]).
 //!
 //! Record queries take validated plans and answer them, so a store may evaluate them in
 //! memory (the memory and SQLite stores keep one [`TeamData`] per team) or push them down
@@ -21,6 +22,7 @@ pub mod postgres;
 mod shared;
 pub mod sqlite;
 mod team_cache;
+pub mod webhooks;
 
 use async_trait::async_trait;
 use usage_core::Violations;
@@ -36,6 +38,7 @@ use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyt
 pub use billing::Billing;
 pub use open::{open, open_sqlite, open_with};
 pub use ops::{CacheConfig, CacheStats, StoreOps, Token};
+pub use webhooks::WebhookStore;
 
 /// Why a store call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -306,10 +309,16 @@ pub trait BillingStore: Send + Sync {
 }
 
 /// A whole store: the data the HTTP layer reads and writes, and the operations a server
-/// runs on it ([`StoreOps`]). Every type that implements the five traits is one.
-pub trait Store: TeamStore + RecordStore + CapStore + BillingStore + StoreOps {}
+/// runs on it ([`StoreOps`]). Every type that implements the six traits is one.
+pub trait Store:
+    TeamStore + RecordStore + CapStore + BillingStore + WebhookStore + StoreOps
+{
+}
 
-impl<T: TeamStore + RecordStore + CapStore + BillingStore + StoreOps + ?Sized> Store for T {}
+impl<T: TeamStore + RecordStore + CapStore + BillingStore + WebhookStore + StoreOps + ?Sized> Store
+    for T
+{
+}
 
 /// The cap that applies to a user, and where it comes from (section 6): their own cap,
 /// else the minimum over their groups' caps (tie: bytewise smallest group id), else the
@@ -345,15 +354,22 @@ pub async fn missing_in_scope(
 /// What the team's users' credits are computed against at `now`: its caps, the billing
 /// cycle containing `now` and its prompt credits per seat.
 pub async fn terms(store: &dyn Store, team: &str, now: Timestamp) -> StoreResult<Terms> {
-    let billing = store.billing(team).await?.current(now);
-    Ok(Terms {
-        caps: store.caps(team).await?,
+    let billing = store.billing(team).await?;
+    Ok(terms_of(store.caps(team).await?, &billing, now))
+}
+
+/// What the team's users' credits are computed against at `now`, from its caps and its
+/// stored billing (a store's own reads, in a write's transaction).
+pub(crate) fn terms_of(caps: Caps, billing: &Billing, now: Timestamp) -> Terms {
+    let billing = billing.current(now);
+    Terms {
+        caps,
         cycle: Cycle {
             start: billing.cycle_start,
             end: billing.cycle_end,
         },
         prompt_credits_per_seat: billing.prompt_credits_per_seat,
-    })
+    }
 }
 
 /// Checks a batch with [`TeamData::prepare`] for the kinds whose rules read stored data.

@@ -26,4 +26,5 @@ mod props;
 mod roundtrip;
 mod tenancy;
 mod v2;
+mod webhooks;
 mod wire_props;

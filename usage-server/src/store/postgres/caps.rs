@@ -44,6 +44,20 @@ async fn cap_at(
     Ok(r.map(|r| r.get(0)))
 }
 
+/// Every cap of the team.
+pub(super) async fn read_caps(c: &impl GenericClient, team: &str) -> StoreResult<Caps> {
+    let rows = c
+        .query(
+            "SELECT scope_kind, scope_value, cap FROM caps WHERE team_id = $1",
+            &[&team],
+        )
+        .await
+        .map_err(pg_err)?;
+    Ok(Caps::from_entries(rows.iter().map(|r| {
+        (scope_from(r.get::<_, &str>(0), r.get(1)), r.get(2))
+    })))
+}
+
 #[async_trait]
 impl CapStore for PgStore {
     async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
@@ -57,16 +71,7 @@ impl CapStore for PgStore {
 
     async fn caps(&self, team: &str) -> StoreResult<Caps> {
         let c = self.client().await?;
-        let rows = c
-            .query(
-                "SELECT scope_kind, scope_value, cap FROM caps WHERE team_id = $1",
-                &[&team],
-            )
-            .await
-            .map_err(pg_err)?;
-        Ok(Caps::from_entries(rows.iter().map(|r| {
-            (scope_from(r.get::<_, &str>(0), r.get(1)), r.get(2))
-        })))
+        read_caps(&c, team).await
     }
 
     async fn change_cap(
@@ -122,6 +127,12 @@ impl CapStore for PgStore {
             new,
         };
         append_audit(&tx, team, key_id, now, &change).await?;
+        let entry = AuditEntry {
+            time: now,
+            key_id: key_id.to_string(),
+            change,
+        };
+        super::webhooks::alert(&tx, team, now, Some(&entry)).await?;
         tx.execute(names::BUMP_META, &[]).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)
     }

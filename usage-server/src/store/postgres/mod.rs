@@ -56,6 +56,7 @@ pub(crate) mod tests;
 pub mod tls;
 #[cfg(test)]
 mod tls_tests;
+mod webhooks;
 mod write;
 #[cfg(test)]
 mod zone_tests;

@@ -24,6 +24,7 @@ use super::{
     unstorable, write,
 };
 use crate::store::shared::{ingested, stream, written_whole};
+use crate::store::webhooks::moves_credits;
 use crate::store::{
     Change, IMPORT_ACTOR, RecordStore, RecordStream, StoreError, StoreResult, prepare,
 };
@@ -216,6 +217,9 @@ impl PgStore {
             };
             n
         };
+        if moves_credits(kind) {
+            super::webhooks::alert(&tx, team, now, None).await?;
+        }
         let team_data = !std::ptr::eq(kind, &records::BILLING);
         if team_data {
             cache::notify(&tx, team).await?;

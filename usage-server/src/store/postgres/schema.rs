@@ -27,6 +27,7 @@ pub fn team_tables() -> Vec<String> {
     let mut out: Vec<String> = ["billing", "caps", "audit", "rate_buckets", TEAM_CHANGES]
         .map(String::from)
         .to_vec();
+    out.extend(super::webhooks::TABLES.map(String::from));
     out.extend(super::people::table_names().map(String::from));
     out.extend(KINDS.iter().filter(|k| has_table(k)).map(|k| table(k)));
     out
@@ -166,6 +167,8 @@ pub(super) fn migrations() -> Vec<String> {
         // Leases of the rate buckets (rate.rs): how many tokens the last statement took.
         "ALTER TABLE rate_buckets ADD COLUMN IF NOT EXISTS taken DOUBLE PRECISION NOT NULL DEFAULT 0"
             .into(),
+        // Webhooks, what they know and their outbox (contract section 12).
+        super::webhooks::migration(),
     ]
 }
 

@@ -38,6 +38,24 @@ fn cap_at(conn: &Connection, team: &str, (k, v): (&str, &str)) -> StoreResult<Op
     .map_err(db_err)
 }
 
+/// Every cap of the team.
+pub(super) fn read_caps(conn: &Connection, team: &str) -> StoreResult<Caps> {
+    let mut st = conn
+        .prepare_cached("SELECT scope_kind, scope_value, cap FROM caps WHERE team_id = ?1")
+        .map_err(db_err)?;
+    let rows = st
+        .query_map([team], |r| {
+            Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?))
+        })
+        .map_err(db_err)?;
+    let mut entries = Vec::new();
+    for row in rows {
+        let (kind, value, cap) = row.map_err(db_err)?;
+        entries.push((scope_from(&kind, value), cap));
+    }
+    Ok(Caps::from_entries(entries))
+}
+
 #[async_trait]
 impl CapStore for SqliteStore {
     async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
@@ -48,27 +66,8 @@ impl CapStore for SqliteStore {
 
     async fn caps(&self, team: &str) -> StoreResult<Caps> {
         let team = team.to_string();
-        self.blocking(move |i| {
-            i.with_reader(|conn| {
-                let mut st = conn
-                    .prepare_cached(
-                        "SELECT scope_kind, scope_value, cap FROM caps WHERE team_id = ?1",
-                    )
-                    .map_err(db_err)?;
-                let rows = st
-                    .query_map([&team], |r| {
-                        Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?))
-                    })
-                    .map_err(db_err)?;
-                let mut entries = Vec::new();
-                for row in rows {
-                    let (kind, value, cap) = row.map_err(db_err)?;
-                    entries.push((scope_from(&kind, value), cap));
-                }
-                Ok(Caps::from_entries(entries))
-            })
-        })
-        .await
+        self.blocking(move |i| i.with_reader(|conn| read_caps(conn, &team)))
+            .await
     }
 
     async fn change_cap(
@@ -108,6 +107,12 @@ impl CapStore for SqliteStore {
                 };
                 let change = Change::Cap { scope, old, new };
                 append_audit(&tx, &team, &key_id, now, &change)?;
+                let entry = AuditEntry {
+                    time: now,
+                    key_id,
+                    change,
+                };
+                super::webhooks::alert(i, &tx, &team, now, Some(&entry))?;
                 bump(&tx)?;
                 tx.commit().map_err(db_err)
             })

@@ -17,8 +17,9 @@
 //!
 //! One file per concern, mirroring the store traits (and named as in the PostgreSQL
 //! store): `schema.rs` (migrations), `teams.rs` (teams and keys), `caps.rs` (caps and the
-//! audit log), `billing.rs` and `records.rs` (ingest, import, and queries over the cached
-//! records). This file holds the store, its connections and the [`StoreOps`] impl.
+//! audit log), `billing.rs`, `records.rs` (ingest, import, and queries over the cached
+//! records) and `webhooks.rs` (webhooks, their outbox, and the events a write makes in
+//! its transaction). This file holds the store, its connections and the [`StoreOps`] impl.
 
 mod billing;
 mod caps;
@@ -28,6 +29,7 @@ mod segments;
 mod teams;
 #[cfg(test)]
 mod tests;
+mod webhooks;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

@@ -22,6 +22,7 @@ use super::segments::{self, Delta, Position};
 use super::{Inner, SqliteStore, bump, db_err, team_exists};
 use crate::store::shared::{Unreadable, ingested, stream, written_whole};
 use crate::store::team_cache::{Held, TeamSource};
+use crate::store::webhooks::moves_credits;
 use crate::store::{
     Change, IMPORT_ACTOR, RecordStore, RecordStream, StoreResult, UnreadableRow, prepare,
 };
@@ -391,6 +392,7 @@ impl Inner {
                 let change = Change::Billing { old, new };
                 super::caps::append_audit(&tx, team, key_id, now, &change)?;
             }
+            super::webhooks::alert(self, &tx, team, now, None)?;
             bump(&tx)?;
             tx.commit().map_err(db_err)?;
             return Ok(Some(n));
@@ -434,6 +436,9 @@ impl Inner {
             params![version, team],
         )
         .map_err(db_err)?;
+        if moves_credits(kind) {
+            super::webhooks::alert(self, &tx, team, now, None)?;
+        }
         tx.commit().map_err(db_err)?;
         Ok(Some(n))
     }

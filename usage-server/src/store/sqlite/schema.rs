@@ -25,6 +25,10 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: V2,
         convert: Some(super::records::convert_json_rows),
     },
+    Migration {
+        sql: V3,
+        convert: None,
+    },
 ];
 
 /// Migration 1: records as one JSON row each (kept: rows it cannot convert stay there).
@@ -107,6 +111,52 @@ CREATE TABLE log (
     body BLOB NOT NULL,
     PRIMARY KEY (team_id, seq, part)
 );
+"#;
+
+/// Migration 3: webhooks, what each knows of the team's users, and their outbox
+/// (contract section 12; `store/webhooks.rs`).
+const V3: &str = r#"
+CREATE TABLE webhooks (
+    team_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    url TEXT NOT NULL,
+    events TEXT NOT NULL,
+    thresholds TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    PRIMARY KEY (team_id, id)
+);
+CREATE TABLE webhook_fired (
+    team_id TEXT NOT NULL,
+    webhook_id TEXT NOT NULL,
+    email TEXT NOT NULL,
+    cycle_start INTEGER NOT NULL,
+    threshold INTEGER NOT NULL,
+    PRIMARY KEY (team_id, webhook_id, cycle_start, email, threshold)
+);
+CREATE TABLE webhook_access (
+    team_id TEXT NOT NULL,
+    webhook_id TEXT NOT NULL,
+    email TEXT NOT NULL,
+    has_access INTEGER NOT NULL,
+    PRIMARY KEY (team_id, webhook_id, email)
+);
+CREATE TABLE webhook_outbox (
+    team_id TEXT NOT NULL,
+    webhook_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt INTEGER,
+    last_status INTEGER,
+    last_error TEXT,
+    delivered INTEGER,
+    PRIMARY KEY (team_id, webhook_id, event_id)
+);
+CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt) WHERE next_attempt IS NOT NULL;
+CREATE INDEX webhook_outbox_log ON webhook_outbox (team_id, webhook_id);
 "#;
 
 pub(super) fn apply_migrations(conn: &mut Connection) -> StoreResult<u32> {

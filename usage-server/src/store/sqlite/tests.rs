@@ -268,8 +268,8 @@ proptest::proptest! {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let s = SqliteStore::open(&p).await.unwrap();
-            // Opening applied migration 2, with its conversion.
-            proptest::prop_assert_eq!(s.migrate().await.unwrap(), 1);
+            // Opening applied migration 2, with its conversion, and the webhooks' 3.
+            proptest::prop_assert_eq!(s.migrate().await.unwrap(), 2);
             let mut c = Choices::new(choices);
             for req in &reqs {
                 let Ok(plan) = usage_core::validate::analytics(req, &Limits::default()) else { continue };
