@@ -7,7 +7,7 @@ use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
 use super::{PgStore, names, pg_err, unstorable};
-use crate::store::shared::{audit_change, audit_columns, scope_from, scope_parts};
+use crate::store::shared::{audit_change, audit_columns, scope_parts};
 use crate::store::{AuditEntry, CapStore, Change, StoreError, StoreResult};
 
 /// Appends an entry to the team's audit log, in the caller's transaction.
@@ -44,20 +44,6 @@ async fn cap_at(
     Ok(r.map(|r| r.get(0)))
 }
 
-/// Every cap of the team.
-pub(super) async fn read_caps(c: &impl GenericClient, team: &str) -> StoreResult<Caps> {
-    let rows = c
-        .query(
-            "SELECT scope_kind, scope_value, cap FROM caps WHERE team_id = $1",
-            &[&team],
-        )
-        .await
-        .map_err(pg_err)?;
-    Ok(Caps::from_entries(rows.iter().map(|r| {
-        (scope_from(r.get::<_, &str>(0), r.get(1)), r.get(2))
-    })))
-}
-
 #[async_trait]
 impl CapStore for PgStore {
     async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
@@ -71,7 +57,7 @@ impl CapStore for PgStore {
 
     async fn caps(&self, team: &str) -> StoreResult<Caps> {
         let c = self.client().await?;
-        read_caps(&c, team).await
+        super::read_caps(&c, team).await
     }
 
     async fn change_cap(

@@ -443,3 +443,23 @@ impl PgStore {
         self.cache.stats()
     }
 }
+
+/// Every cap of the team (caps.rs answers them; webhooks.rs reads them in a write's
+/// transaction).
+async fn read_caps(c: &impl GenericClient, team: &str) -> StoreResult<usage_core::credits::Caps> {
+    let rows = c
+        .query(
+            "SELECT scope_kind, scope_value, cap FROM caps WHERE team_id = $1",
+            &[&team],
+        )
+        .await
+        .map_err(pg_err)?;
+    Ok(usage_core::credits::Caps::from_entries(rows.iter().map(
+        |r| {
+            (
+                crate::store::shared::scope_from(r.get::<_, &str>(0), r.get(1)),
+                r.get(2),
+            )
+        },
+    )))
+}

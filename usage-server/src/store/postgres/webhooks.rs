@@ -136,7 +136,7 @@ async fn alert_hooks(
         .await
         .map_err(pg_err)?;
     let terms = terms_of(
-        super::caps::read_caps(c, team).await?,
+        super::read_caps(c, team).await?,
         &PgStore::read_billing(c, team, false).await?,
         now,
     );

@@ -7,7 +7,7 @@ use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
 use super::{SqliteStore, bump, db_err, team_exists};
-use crate::store::shared::{audit_change, audit_columns, scope_from, scope_parts};
+use crate::store::shared::{audit_change, audit_columns, scope_parts};
 use crate::store::{AuditEntry, CapStore, Change, StoreResult};
 
 /// Appends an entry to the team's audit log, in the caller's transaction.
@@ -38,24 +38,6 @@ fn cap_at(conn: &Connection, team: &str, (k, v): (&str, &str)) -> StoreResult<Op
     .map_err(db_err)
 }
 
-/// Every cap of the team.
-pub(super) fn read_caps(conn: &Connection, team: &str) -> StoreResult<Caps> {
-    let mut st = conn
-        .prepare_cached("SELECT scope_kind, scope_value, cap FROM caps WHERE team_id = ?1")
-        .map_err(db_err)?;
-    let rows = st
-        .query_map([team], |r| {
-            Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?))
-        })
-        .map_err(db_err)?;
-    let mut entries = Vec::new();
-    for row in rows {
-        let (kind, value, cap) = row.map_err(db_err)?;
-        entries.push((scope_from(&kind, value), cap));
-    }
-    Ok(Caps::from_entries(entries))
-}
-
 #[async_trait]
 impl CapStore for SqliteStore {
     async fn cap(&self, team: &str, scope: &CapScope) -> StoreResult<Option<i64>> {
@@ -66,7 +48,7 @@ impl CapStore for SqliteStore {
 
     async fn caps(&self, team: &str) -> StoreResult<Caps> {
         let team = team.to_string();
-        self.blocking(move |i| i.with_reader(|conn| read_caps(conn, &team)))
+        self.blocking(move |i| i.with_reader(|conn| super::read_caps(conn, &team)))
             .await
     }
 

@@ -438,3 +438,22 @@ impl SqliteStore {
         }
     }
 }
+
+/// Every cap of the team (caps.rs answers them; webhooks.rs reads them in a write's
+/// transaction).
+fn read_caps(conn: &Connection, team: &str) -> StoreResult<usage_core::credits::Caps> {
+    let mut st = conn
+        .prepare_cached("SELECT scope_kind, scope_value, cap FROM caps WHERE team_id = ?1")
+        .map_err(db_err)?;
+    let rows = st
+        .query_map([team], |r| {
+            Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?))
+        })
+        .map_err(db_err)?;
+    let mut entries = Vec::new();
+    for row in rows {
+        let (kind, value, cap) = row.map_err(db_err)?;
+        entries.push((crate::store::shared::scope_from(&kind, value), cap));
+    }
+    Ok(usage_core::credits::Caps::from_entries(entries))
+}

@@ -11,7 +11,7 @@ use usage_core::schema::records::{AGENT_RUNS, GROUPS, USERS};
 use usage_core::time::Timestamp;
 
 use super::billing::read_billing;
-use super::caps::read_caps;
+
 use super::segments::{self, Position};
 use super::{Inner, SqliteStore, db_err, team_exists};
 use crate::store::webhooks::{
@@ -106,7 +106,11 @@ fn alert_hooks(
     if hooks.is_empty() {
         return Ok(());
     }
-    let terms = terms_of(read_caps(conn, team)?, &read_billing(conn, team)?, now);
+    let terms = terms_of(
+        super::read_caps(conn, team)?,
+        &read_billing(conn, team)?,
+        now,
+    );
     let mut known = read_known(conn, team, terms.cycle.start)?;
     let hooks: Vec<(Webhook, Known)> = hooks
         .into_iter()
