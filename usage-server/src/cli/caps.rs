@@ -36,6 +36,21 @@ pub enum CapCommand {
         #[command(flatten)]
         scope: ScopeArgs,
     },
+    /// Print, changing nothing, every user whose cap, its source or access a change would
+    /// change: `{"email", "before", "after"}` with their credits, one a line in e-mail
+    /// order (as `POST /api/v2/caps/preview`). Give `--credits N` to preview setting the
+    /// cap, `--clear` to preview clearing it.
+    #[command(group(ArgGroup::new("change").required(true).args(["credits", "clear"])))]
+    Preview {
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// The cap to preview, in credits.
+        #[arg(long, value_parser = clap::value_parser!(i64).range(0..=MAX_CAP))]
+        credits: Option<i64>,
+        /// Preview clearing the cap.
+        #[arg(long)]
+        clear: bool,
+    },
 }
 
 /// A team and one cap scope of it.
@@ -80,21 +95,43 @@ pub struct CreditsArgs {
     min_percent: Option<i64>,
 }
 
-/// Runs `cap …`; returns the line to print.
+/// Runs `cap …`; returns the lines to print.
 ///
 /// # Errors
 /// An unknown team, a group or user the team lacks, or a store failure.
-pub async fn cap(store: &dyn Store, command: CapCommand) -> Result<Value, Failure> {
+pub async fn cap(store: &dyn Store, command: CapCommand) -> Result<Vec<Value>, Failure> {
     let (args, action) = match &command {
         CapCommand::Set { scope, credits } => (scope, Some(CapAction::Set(*credits))),
         CapCommand::Clear { scope } => (scope, Some(CapAction::Clear)),
         CapCommand::Get { scope } => (scope, None),
+        CapCommand::Preview { scope, credits, .. } => (
+            scope,
+            Some(credits.map_or(CapAction::Clear, CapAction::Set)),
+        ),
     };
     let (team, scope) = (args.team.as_str(), args.scope());
     store.billing(team).await?;
     if let Some((field, value)) = store::missing_in_scope(store, team, &scope).await? {
         return Err(format!("{field} `{value}` is not in team {team}").into());
     }
+    if let (CapCommand::Preview { .. }, Some(action)) = (&command, action) {
+        let (was, would) =
+            store::credits_with_change(store, team, &scope, action, Timestamp::now()).await?;
+        return Ok(usage_core::credits::changed(&was, &would)
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+            .collect());
+    }
+    Ok(vec![change(store, team, scope, action).await?])
+}
+
+/// `cap set|get|clear` of one scope the team has.
+async fn change(
+    store: &dyn Store,
+    team: &str,
+    scope: CapScope,
+    action: Option<CapAction>,
+) -> Result<Value, Failure> {
     let old = store.cap(team, &scope).await?;
     let Some(action) = action else {
         return Ok(old.map_or(json!({}), |c| json!({"addOnCreditCap": c})));

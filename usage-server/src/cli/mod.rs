@@ -6,6 +6,7 @@
 
 mod caps;
 mod import;
+mod webhooks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -96,6 +97,9 @@ pub enum Command {
     /// audited with the key id `cli`).
     #[command(subcommand)]
     Cap(caps::CapCommand),
+    /// Register, list or remove a team's webhooks (contract section 12).
+    #[command(subcommand)]
+    Webhook(webhooks::WebhookCommand),
     /// Print users' credits in the current cycle against their caps, one JSON object a
     /// line in e-mail order (as `GET /api/v2/credits/users`).
     Credits(caps::CreditsArgs),
@@ -465,7 +469,8 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
                 .map(|a| a.to_json())
                 .collect()
         }
-        Command::Cap(c) => vec![caps::cap(store.as_ref(), c).await?],
+        Command::Cap(c) => caps::cap(store.as_ref(), c).await?,
+        Command::Webhook(c) => webhooks::webhook(store.as_ref(), c).await?,
         Command::Credits(args) => caps::credits(store.as_ref(), args).await?,
         Command::EffectiveCap { team, email } => {
             store.billing(&team).await?;

@@ -358,6 +358,31 @@ pub async fn terms(store: &dyn Store, team: &str, now: Timestamp) -> StoreResult
     Ok(terms_of(store.caps(team).await?, &billing, now))
 }
 
+/// Every user's credits now and as they would be with a cap change (`scope` set or
+/// cleared), both in e-mail order: the two sides of the preview of a change
+/// ([`usage_core::credits::changed`]; `POST /api/v2/caps/preview`, `cap preview`).
+pub async fn credits_with_change(
+    store: &dyn Store,
+    team: &str,
+    scope: &CapScope,
+    action: CapAction,
+    now: Timestamp,
+) -> StoreResult<(Vec<UserCredits>, Vec<UserCredits>)> {
+    let before = terms(store, team, now).await?;
+    let mut after = before.clone();
+    after.caps.set(
+        scope,
+        match action {
+            CapAction::Set(n) => Some(n),
+            CapAction::Clear => None,
+        },
+    );
+    Ok((
+        store.credits(team, &before).await?,
+        store.credits(team, &after).await?,
+    ))
+}
+
 /// What the team's users' credits are computed against at `now`, from its caps and its
 /// stored billing (a store's own reads, in a write's transaction).
 pub(crate) fn terms_of(caps: Caps, billing: &Billing, now: Timestamp) -> Terms {

@@ -31,6 +31,25 @@ pub struct Webhook {
     pub created: Timestamp,
 }
 
+impl Webhook {
+    /// The webhook as `GET /api/v2/webhooks` lists it and the CLI prints it: `id`, `url`,
+    /// `events`, `thresholds`, `created` (RFC 3339), and `secret` when `with_secret` (only
+    /// at registration).
+    pub fn to_json(&self, with_secret: bool) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "id": self.id,
+            "url": self.url,
+            "events": self.subscription.events.iter().map(|e| e.name()).collect::<Vec<_>>(),
+            "thresholds": self.subscription.thresholds,
+            "created": self.created.to_rfc3339(),
+        });
+        if with_secret {
+            v["secret"] = serde_json::json!(self.secret);
+        }
+        v
+    }
+}
+
 /// One event for one webhook, as the delivery log shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {

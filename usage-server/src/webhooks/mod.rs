@@ -38,6 +38,30 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// The most of a response read (its status is what counts).
 pub const MAX_RESPONSE_BYTES: usize = 64 << 10;
 
+/// A new webhook from a registration's fields (`POST /api/v2/webhooks`, `webhook add`):
+/// its URL checked by [`address::check`], its subscription by
+/// [`usage_core::alerts::subscription`], with a new id and secret. The error is the field
+/// and the rule it breaks.
+pub fn register(
+    url: &str,
+    events: Option<&[String]>,
+    thresholds: Option<&[i64]>,
+    allow_private: bool,
+    now: Timestamp,
+) -> Result<crate::store::webhooks::Webhook, (String, String)> {
+    address::check(url, allow_private)
+        .map_err(|rule| ("url".to_string(), format!("`url` {rule}")))?;
+    let subscription = usage_core::alerts::subscription(events, thresholds)
+        .map_err(|r| (r.field.clone(), format!("`{}` {}", r.field, r.rule)))?;
+    Ok(crate::store::webhooks::Webhook {
+        id: crate::auth::new_id("whk"),
+        url: url.to_string(),
+        subscription,
+        secret: sign::new_secret(),
+        created: now,
+    })
+}
+
 /// Events claimed at once per team.
 const BATCH: usize = 16;
 

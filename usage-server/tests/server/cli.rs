@@ -669,3 +669,222 @@ async fn caps_and_credits_from_the_command_line() {
     }
     s.kill9();
 }
+
+/// The lines of an admin command that must succeed, each as JSON.
+fn json_lines(store: &str, args: &[&str]) -> Vec<Value> {
+    let (code, out, err) = admin(store, args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{args:?}: {e}: {l}")))
+        .collect()
+}
+
+/// `cap preview` prints what a change would change and changes nothing; `webhook
+/// add|list|remove` follow the rules of `POST /api/v2/webhooks`.
+#[test]
+fn cap_preview_and_webhooks_from_the_command_line() {
+    let f = fixture();
+    let t = f.team.as_str();
+    let now = usage_core::time::Timestamp::now().to_rfc3339();
+    for (kind, line) in [
+        (
+            "users",
+            json!({"email": "a@x", "name": "A", "api_key": "ka"}),
+        ),
+        (
+            "users",
+            json!({"email": "b@x", "name": "B", "api_key": "kb"}),
+        ),
+        (
+            "agent_runs",
+            json!({"id": "r1", "api_key": "ka", "timestamp": now, "ide_type": "editor",
+                   "model": "m", "mode": "CONVERSATIONAL_PLANNER_MODE_DEFAULT",
+                   "messages_sent": 1, "agent_id": "a", "prompts_used": 1,
+                   "flex_credits_used": 4000}),
+        ),
+    ] {
+        let file = f._dir.path().join(format!("{kind}.jsonl"));
+        let mut text = std::fs::read_to_string(&file).unwrap_or_default();
+        text.push_str(&format!("{line}\n"));
+        std::fs::write(&file, text).unwrap();
+    }
+    for kind in ["users", "agent_runs"] {
+        let file = f._dir.path().join(format!("{kind}.jsonl"));
+        ok(
+            &f.store,
+            &[
+                "import",
+                "--team",
+                t,
+                "--kind",
+                kind,
+                file.to_str().unwrap(),
+            ],
+        );
+    }
+    ok(
+        &f.store,
+        &["cap", "set", "--team", t, "--team-level", "--credits", "50"],
+    );
+    // Lowering the team cap to 30 takes a@x (40 used) over it and changes b@x's cap.
+    let rows = json_lines(
+        &f.store,
+        &[
+            "cap",
+            "preview",
+            "--team",
+            t,
+            "--team-level",
+            "--credits",
+            "30",
+        ],
+    );
+    let seen: Vec<(&Value, &Value, &Value, &Value)> = rows
+        .iter()
+        .map(|r| {
+            (
+                &r["email"],
+                &r["before"]["has_access"],
+                &r["after"]["has_access"],
+                &r["after"]["add_on_credit_cap"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (&json!("a@x"), &json!(true), &json!(false), &json!(30)),
+            (&json!("b@x"), &json!(true), &json!(true), &json!(30)),
+        ]
+    );
+    assert_eq!(rows[0]["after"]["remaining_add_on_credits"], "-10.00");
+    let cleared = json_lines(
+        &f.store,
+        &["cap", "preview", "--team", t, "--team-level", "--clear"],
+    );
+    assert_eq!(cleared.len(), 2);
+    assert!(
+        cleared
+            .iter()
+            .all(|r| r["after"].get("add_on_credit_cap").is_none())
+    );
+    assert_eq!(
+        json_lines(
+            &f.store,
+            &[
+                "cap",
+                "preview",
+                "--team",
+                t,
+                "--team-level",
+                "--credits",
+                "50"
+            ]
+        ),
+        Vec::<Value>::new()
+    );
+    // Nothing changed.
+    assert_eq!(
+        ok(&f.store, &["cap", "get", "--team", t, "--team-level"]),
+        json!({"addOnCreditCap": 50})
+    );
+    let (code, _, _) = admin(&f.store, &["cap", "preview", "--team", t, "--team-level"]);
+    assert_eq!(code, 2, "a preview names its change");
+    let (code, out, err) = admin(
+        &f.store,
+        &[
+            "cap",
+            "preview",
+            "--team",
+            t,
+            "--group",
+            "g-none",
+            "--credits",
+            "1",
+        ],
+    );
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+
+    let added = ok(
+        &f.store,
+        &[
+            "webhook",
+            "add",
+            "--team",
+            t,
+            "--url",
+            "https://hooks.example.com/in",
+            "--thresholds",
+            "90,10",
+        ],
+    );
+    assert_eq!(added["thresholds"], json!([10, 90]));
+    assert_eq!(
+        added["events"],
+        json!([
+            "credits.threshold",
+            "credits.access_changed",
+            "caps.changed"
+        ])
+    );
+    assert!(
+        added["secret"].as_str().unwrap().starts_with("whsec_"),
+        "{added}"
+    );
+    let second = ok(
+        &f.store,
+        &[
+            "webhook",
+            "add",
+            "--team",
+            t,
+            "--url",
+            "http://127.0.0.1:9/x",
+            "--events",
+            "caps.changed",
+            "--allow-private",
+        ],
+    );
+    assert_eq!(second["events"], json!(["caps.changed"]));
+    for (args, says) in [
+        (
+            vec!["--url", "http://hooks.example.com/x"],
+            "must be an `https` URL",
+        ),
+        (vec!["--url", "https://127.0.0.1/x"], "a loopback address"),
+        (
+            vec!["--url", "https://h.example/x", "--events", "nope"],
+            "`events[0]` must be one of",
+        ),
+        (
+            vec!["--url", "https://h.example/x", "--thresholds", "0"],
+            "`thresholds[0]` must be an integer from 1 to 1000",
+        ),
+    ] {
+        let mut all = vec!["webhook", "add", "--team", t];
+        all.extend(args.iter().copied());
+        let (code, out, err) = admin(&f.store, &all);
+        assert_eq!((code, out.as_str()), (1, ""), "{all:?}");
+        assert!(
+            err.contains(says) && err.lines().count() == 1,
+            "{all:?}: {err}"
+        );
+    }
+    let listed = json_lines(&f.store, &["webhook", "list", "--team", t]);
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0]["id"], added["id"]);
+    assert!(listed.iter().all(|h| h.get("secret").is_none()));
+    let id = added["id"].as_str().unwrap();
+    assert_eq!(
+        ok(&f.store, &["webhook", "remove", "--team", t, "--id", id]),
+        json!({"removed": id})
+    );
+    let (code, out, _) = admin(&f.store, &["webhook", "remove", "--team", t, "--id", id]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        json_lines(&f.store, &["webhook", "list", "--team", t]).len(),
+        1
+    );
+    let (code, _, _) = admin(&f.store, &["webhook", "list", "--team", "team_nope"]);
+    assert_eq!(code, 1);
+}

@@ -71,17 +71,14 @@ pub(in crate::http) async fn answer(
     let (rows, place) = app
         .gate
         .run(team, async {
-            let before = store::terms(app.store.as_ref(), team, Timestamp::now()).await?;
-            let mut after = before.clone();
-            after.caps.set(
+            let (was, would) = store::credits_with_change(
+                app.store.as_ref(),
+                team,
                 &scope,
-                match action {
-                    CapAction::Set(n) => Some(n),
-                    CapAction::Clear => None,
-                },
-            );
-            let was = app.store.credits(team, &before).await?;
-            let would = app.store.credits(team, &after).await?;
+                action,
+                Timestamp::now(),
+            )
+            .await?;
             Ok::<_, ApiError>(
                 credits::changed(&was, &would)
                     .into_iter()

@@ -21,7 +21,6 @@ use crate::error::{ApiError, Code};
 use crate::http::ops::authorize_for;
 use crate::http::{App, LogCx, json_response};
 use crate::store::webhooks::{Delivery, Webhook};
-use crate::webhooks::{address, sign};
 
 /// The path of the list.
 pub const PATH: &str = "/api/v2/webhooks";
@@ -89,17 +88,6 @@ impl Target {
     }
 }
 
-/// A webhook as listed (never its secret).
-fn listed(h: &Webhook) -> Value {
-    json!({
-        "id": h.id,
-        "url": h.url,
-        "events": h.subscription.events.iter().map(|e| e.name()).collect::<Vec<_>>(),
-        "thresholds": h.subscription.thresholds,
-        "created": h.created.to_rfc3339(),
-    })
-}
-
 /// A delivery-log entry.
 fn logged(d: &Delivery) -> Value {
     json!({
@@ -164,25 +152,16 @@ fn registration(body: &[u8], allow_private: bool, now: Timestamp) -> Result<Webh
             ));
         }
     };
-    address::check(url, allow_private)
-        .map_err(|rule| bad("url", Rule::InvalidValue, format!("`url` {rule}")))?;
     let events = strings(&o, "events")?;
     let thresholds = integers(&o, "thresholds")?;
-    let subscription =
-        alerts::subscription(events.as_deref(), thresholds.as_deref()).map_err(|r| {
-            bad(
-                &r.field,
-                Rule::InvalidValue,
-                format!("`{}` {}", r.field, r.rule),
-            )
-        })?;
-    Ok(Webhook {
-        id: crate::auth::new_id("whk"),
-        url: url.clone(),
-        subscription,
-        secret: sign::new_secret(),
-        created: now,
-    })
+    crate::webhooks::register(
+        url,
+        events.as_deref(),
+        thresholds.as_deref(),
+        allow_private,
+        now,
+    )
+    .map_err(|(field, rule)| bad(&field, Rule::InvalidValue, rule))
 }
 
 /// An optional array of strings.
@@ -264,7 +243,7 @@ pub(in crate::http) async fn answer(
     match target {
         Target::List if read => {
             let hooks = store.webhooks(team).await?;
-            let data: Vec<Value> = hooks.iter().map(listed).collect();
+            let data: Vec<Value> = hooks.iter().map(|h| h.to_json(false)).collect();
             Ok(json_response(&json!({"data": data, "next_cursor": null})))
         }
         Target::List => {
@@ -278,9 +257,7 @@ pub(in crate::http) async fn answer(
                     ),
                 ));
             }
-            let mut v = listed(&hook);
-            v["secret"] = json!(hook.secret);
-            let mut res = json_response(&v);
+            let mut res = json_response(&hook.to_json(true));
             *res.status_mut() = StatusCode::CREATED;
             Ok(res)
         }
