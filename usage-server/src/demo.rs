@@ -1,6 +1,6 @@
 //! The demo team of `serve --demo`: deterministic data (a seeded PRNG) for 240 users in
-//! six groups, 90 days of every record kind ending today, an enterprise plan and a
-//! billing cycle around today.
+//! six groups, 90 days of every record kind ending today, an enterprise plan, a billing
+//! cycle around today, and caps at every scope with users past 80 % and 100 % of theirs.
 
 use std::net::SocketAddr;
 
@@ -415,7 +415,53 @@ pub async fn ensure(store: &dyn Store, now: Timestamp) -> StoreResult<String> {
     for batch in records(now) {
         store.ingest(&team.id, batch, now).await?;
     }
+    set_caps(store, &team.id, now).await?;
     Ok(team.id)
+}
+
+/// The group whose cap the demo sets.
+pub const CAPPED_GROUP: &str = "grp-support";
+
+/// Caps at every scope, chosen from the demo's own spend in its cycle (the demo's runs
+/// fall at times of day, so it differs a little with the hour it starts): a team cap
+/// twice the largest spend, half of it for [`CAPPED_GROUP`], and user caps that put the
+/// largest spender at or past 100 % of their cap and the next one past 80 %. The changes
+/// are audited as a write with no key (`-`).
+///
+/// # Errors
+/// A store failure.
+pub async fn set_caps(store: &dyn Store, team: &str, now: Timestamp) -> StoreResult<()> {
+    use usage_core::plan::{CapAction, CapScope};
+    let terms = crate::store::terms(store, team, now).await?;
+    let mut spend: Vec<(i64, String)> = store
+        .credits(team, &terms)
+        .await?
+        .into_iter()
+        .map(|c| (c.spend.flex, c.email))
+        .collect();
+    spend.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let most = spend.first().map_or(0, |(f, _)| *f);
+    // In whole credits, rounded up: nobody reaches 80 % of the team cap.
+    let team_cap = 2 * (most + 99) / 100 + 100;
+    let mut caps = vec![
+        (CapScope::Team, team_cap),
+        (CapScope::Group(CAPPED_GROUP.to_string()), team_cap / 2),
+    ];
+    if let Some((flex, email)) = spend.first() {
+        // At or past 100 %: the cap is what they used, rounded down.
+        caps.push((CapScope::User(email.clone()), flex / 100));
+    }
+    // Past 80 % and below 100 %: used / 80, rounded down, for the next spender whose
+    // spend leaves room between the two (any from 400 hundredths does).
+    if let Some((flex, email)) = spend.iter().skip(1).find(|(f, _)| (f / 80) * 100 > *f) {
+        caps.push((CapScope::User(email.clone()), flex / 80));
+    }
+    for (scope, cap) in caps {
+        store
+            .change_cap(team, &scope, CapAction::Set(cap), "-", now)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The request body of the demo's curl command: acceptances per language.
@@ -472,5 +518,43 @@ mod tests {
                 .iter()
                 .any(|r| r.count("flex_credits_used") > 0)
         );
+    }
+
+    /// The demo's caps are at every scope, and its cycle has a user at or past 100 % of
+    /// their cap and one past 80 % and below 100 %, whatever the hour it starts.
+    #[tokio::test]
+    async fn the_demo_has_caps_at_every_scope_and_users_near_and_over_them() {
+        for hour in [0, 7, 13, 23] {
+            let store = crate::store::memory::MemoryStore::new();
+            let now = Timestamp(Date(Timestamp::now().date().0).start().0 + hour * MICROS_PER_HOUR);
+            let team = ensure(&store, now).await.unwrap();
+            let terms = crate::store::terms(&store, &team, now).await.unwrap();
+            let all = crate::store::RecordStore::credits(&store, &team, &terms)
+                .await
+                .unwrap();
+            let source =
+                |c: &usage_core::credits::UserCredits| c.cap.as_ref().map(|(_, s)| s.to_string());
+            let by_user: Vec<_> = all
+                .iter()
+                .filter(|c| source(c).as_deref() == Some("user"))
+                .collect();
+            assert_eq!(by_user.len(), 2, "hour {hour}");
+            assert!(by_user.iter().any(|c| c.reaches(100)), "hour {hour}");
+            assert!(
+                by_user.iter().any(|c| c.reaches(80) && !c.reaches(100)),
+                "hour {hour}"
+            );
+            assert!(
+                all.iter()
+                    .any(|c| source(c).as_deref() == Some("group:grp-support"))
+            );
+            assert!(all.iter().any(|c| source(c).as_deref() == Some("team")));
+            // The caps of the group and the team leave their users below 80 %.
+            assert!(
+                all.iter()
+                    .filter(|c| source(c).as_deref() != Some("user"))
+                    .all(|c| !c.reaches(80))
+            );
+        }
     }
 }

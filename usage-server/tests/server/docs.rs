@@ -46,6 +46,15 @@ const PAGES: &[(&str, &[&str])] = &[
             "\"entries\":[",
         ],
     ),
+    (
+        "credits.md",
+        &[
+            "\"cap_source\":\"user\"",
+            "\"has_access\":false",
+            "\"after\":{",
+            "\"secret\":\"whsec_",
+        ],
+    ),
 ];
 
 /// The `sh` blocks of a page, but those that only set `BASE` and `KEY` for the reader.
