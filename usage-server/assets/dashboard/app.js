@@ -118,9 +118,9 @@
   /** Hundredths of a credit as a decimal string, "1234.05". */
   function credits(hundredths) {
     const n = Math.round(hundredths);
-    const whole = Math.trunc(n / 100);
-    const frac = String(Math.abs(n % 100)).padStart(2, "0");
-    return whole + "." + frac;
+    const a = Math.abs(n);
+    // The sign written apart: -0.05 has a whole part of 0.
+    return (n < 0 ? "-" : "") + Math.trunc(a / 100) + "." + String(a % 100).padStart(2, "0");
   }
   function creditsText(hundredths) {
     const s = credits(hundredths);
@@ -249,12 +249,34 @@
   // The users table, sortable by its header buttons (aria-sort on the header cells).
 
   let users = [];
+  // Each user's credits in the cycle (GET /api/v2/credits/users), by e-mail.
+  let creditsOf = new Map();
   let sort = { key: "activeDays", dir: "descending" };
+
+  /** A user's add-on figures: used and remaining in hundredths (remaining null without a
+   * cap), and where the cap comes from. */
+  function addOn(u) {
+    const c = creditsOf.get(u.email);
+    if (!c) return { used: 0, remaining: null, source: "" };
+    const h = (v) => Math.round(num(v) * 100);
+    return {
+      used: h(c.add_on_credits_used),
+      remaining: c.remaining_add_on_credits === undefined ? null : h(c.remaining_add_on_credits),
+      source: c.cap_source || "",
+    };
+  }
 
   function compareUsers(a, b) {
     const k = sort.key;
     let c;
     if (k === "activeDays") c = num(a.activeDays) - num(b.activeDays);
+    else if (k === "used") c = addOn(a).used - addOn(b).used;
+    else if (k === "remaining") {
+      const ra = addOn(a).remaining;
+      const rb = addOn(b).remaining;
+      // No cap sorts after every capped amount.
+      c = ra === rb ? 0 : ra === null ? 1 : rb === null ? -1 : ra - rb;
+    } else if (k === "capSource") c = addOn(a).source.localeCompare(addOn(b).source);
     else c = String(a[k] || "").localeCompare(String(b[k] || ""));
     if (sort.dir === "descending") c = -c;
     return c || String(a.email).localeCompare(String(b.email));
@@ -270,6 +292,13 @@
         { text: fmt.format(num(u.activeDays)), value: num(u.activeDays), num: true },
         { text: u.lastUpdateTime ? u.lastUpdateTime.replace("T", " ").replace(/\.\d+/, "").replace("Z", " UTC") : "never" },
         { text: String(u.teamStatus || "").replace("USER_TEAM_STATUS_", "").toLowerCase() },
+        ...((a) => [
+          { text: creditsText(a.used), value: credits(a.used), num: true },
+          a.remaining === null
+            ? { text: "no cap", value: "none", num: true }
+            : { text: creditsText(a.remaining), value: credits(a.remaining), num: true },
+          { text: a.source || "none" },
+        ])(addOn(u)),
       ]),
     );
     document.querySelectorAll("#table-users thead th").forEach((th) => {
@@ -415,6 +444,29 @@
     renderUsers();
   }
 
+  async function loadCredits() {
+    const [all, near] = await Promise.all([
+      allPages("/api/v2/credits/users", {}),
+      allPages("/api/v2/credits/users", { min_percent: "80" }),
+    ]);
+    creditsOf = new Map(all.map((c) => [c.email, c]));
+    renderUsers();
+    fillRows(
+      $("#table-near tbody"),
+      near.map((c) => [
+        { text: c.email },
+        { text: creditsText(Math.round(num(c.add_on_credits_used) * 100)), value: c.add_on_credits_used, num: true },
+        { text: fmt.format(num(c.add_on_credit_cap)), value: String(c.add_on_credit_cap), num: true },
+        // A cap of 0 has no percentage: any use is over it.
+        c.percent_of_cap === undefined
+          ? { text: "over", value: "over", num: true }
+          : { text: c.percent_of_cap + " %", value: c.percent_of_cap, num: true },
+        { text: c.cap_source },
+        { text: c.has_access ? "yes" : "no (over)", value: String(c.has_access) },
+      ]),
+    );
+  }
+
   async function loadCaps() {
     const cap = await op("GetUsageConfig", { team_level: true });
     if (cap && cap.addOnCreditCap !== undefined) {
@@ -428,6 +480,17 @@
     const b = await op("GetTeamCreditBalance", {});
     for (const k of ["promptCreditsPerSeat", "numSeats", "addOnCreditsAvailable", "addOnCreditsUsed"]) {
       setFigure(k, num(b[k]), fmt.format(num(b[k])));
+    }
+    const available = num(b.addOnCreditsAvailable);
+    const used = num(b.addOnCreditsUsed);
+    setFigure("addOnCreditsRemaining", available - used, fmt.format(available - used));
+    if (available > 0) {
+      // One decimal, truncated, as percent_of_cap is.
+      const tenths = Math.trunc((used * 1000) / available);
+      const pct = Math.trunc(tenths / 10) + "." + Math.abs(tenths % 10);
+      setFigure("addOnCreditsPercent", pct, pct + " %");
+    } else {
+      setFigure("addOnCreditsPercent", "none", "no add-on credits");
     }
     const day = (s) => (s ? String(s).slice(0, 10) : "?");
     setFigure("billingCycle", day(b.billingCycleStart) + "/" + day(b.billingCycleEnd), day(b.billingCycleStart) + " to " + day(b.billingCycleEnd));
@@ -455,6 +518,7 @@
     const parts = [
       ["analytics", loadAnalytics(r, days)],
       ["users", loadUsers(r)],
+      ["credits", loadCredits()],
       ["caps", loadCaps()],
       ["balance", loadBalance()],
     ];

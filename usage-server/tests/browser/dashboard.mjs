@@ -97,6 +97,7 @@ try {
   out.languages = await rows("#table-languages");
   out.ides = await rows("#table-ides");
   out.users = await rows("#table-users");
+  out.near = await rows("#table-near");
   out.users_sort = await page.$$eval("#table-users thead th", (ths) => ths.map((th) => th.getAttribute("aria-sort")));
 
   // The screenshots without a focus ring, scrolled to the top.

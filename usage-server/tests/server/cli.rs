@@ -17,7 +17,7 @@ fn auto(i: usize, n: i64) -> String {
 fn admin_commands_print_one_json_object_or_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", dir.path().join("a.db").display());
-    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 2}));
+    assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 3}));
     assert_eq!(ok(&store, &["migrate"]), json!({"migrations_applied": 0}));
     // The store can come from USAGE_STORE too.
     let out = std::process::Command::new(crate::process::BIN)

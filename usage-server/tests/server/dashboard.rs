@@ -376,10 +376,10 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
     );
     assert_eq!((&page["start"], &page["end"]), (&json!(start), &json!(end)));
     assert_eq!(page["page_errors"], json!([]));
-    // The only console errors are the browser's notes of the wrong key's four 401s.
+    // The only console errors are the browser's notes of the wrong key's six 401s.
     let refused =
         "Failed to load resource: the server responded with a status of 401 (Unauthorized)";
-    assert_eq!(page["console_errors"], json!(vec![refused; 4]));
+    assert_eq!(page["console_errors"], json!(vec![refused; 6]));
     assert_eq!(page["csp_violations"], json!([]));
     assert_eq!(
         page["charts"],
@@ -410,11 +410,13 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
                 )
             })
             .collect::<Vec<_>>(),
-        // Four loads of four calls: the period, the group, the whole team again, then
+        // Four loads of six calls: the period, the group, the whole team again, then
         // the wrong key.
         [
             "POST /api/v1/Analytics",
             "GET /api/v2/users/activity",
+            "GET /api/v2/credits/users",
+            "GET /api/v2/credits/users",
             "POST /api/v1/GetUsageConfig",
             "POST /api/v1/GetTeamCreditBalance",
         ]
@@ -426,10 +428,14 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
             .iter()
             .map(|r| r["bearer"].as_bool().unwrap())
             .collect::<Vec<_>>(),
-        [[true; 12].as_slice(), &[false; 4]].concat()
+        [[true; 18].as_slice(), &[false; 6]].concat()
     );
     assert_eq!(
-        api_calls[5]["url"],
+        api_calls[3]["url"],
+        format!("{base}/api/v2/credits/users?min_percent=80&limit=1000")
+    );
+    assert_eq!(
+        api_calls[7]["url"],
         format!(
             "{base}/api/v2/users/activity?start={start}&end={end}&group=engineering&limit=1000"
         )
@@ -570,8 +576,73 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
     );
     assert_eq!(
         page["users_sort"],
-        json!(["none", "none", "descending", "none", "none"])
+        json!([
+            "none",
+            "none",
+            "descending",
+            "none",
+            "none",
+            "none",
+            "none",
+            "none"
+        ])
     );
+    // Each user's add-on credits in the cycle, what remains and the cap's source, as
+    // GET /api/v2/credits/users answers them.
+    let list = |query: &str| {
+        let (base, key) = (base.clone(), key.clone());
+        let query = query.to_string();
+        async move {
+            reqwest::Client::new()
+                .get(format!("{base}/api/v2/credits/users?limit=1000{query}"))
+                .header("authorization", format!("Bearer {key}"))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()["data"]
+                .as_array()
+                .unwrap()
+                .clone()
+        }
+    };
+    let all_credits = list("").await;
+    assert_eq!(all_credits.len(), usage_server::demo::DEMO_USERS);
+    let by_email: std::collections::HashMap<&str, &Value> = all_credits
+        .iter()
+        .map(|c| (c["email"].as_str().unwrap(), c))
+        .collect();
+    for row in strings(&page["users"]) {
+        let c = by_email[row[1].as_str()];
+        let want = vec![
+            c["add_on_credits_used"].as_str().unwrap().to_string(),
+            c["remaining_add_on_credits"]
+                .as_str()
+                .unwrap_or("none")
+                .to_string(),
+            c["cap_source"].as_str().unwrap_or("none").to_string(),
+        ];
+        assert_eq!(row[5..].to_vec(), want, "{}", row[1]);
+    }
+    // The demo's caps make some users near or over theirs: the page lists exactly those
+    // min_percent=80 answers, in its order.
+    let near = list("&min_percent=80").await;
+    assert!(near.len() >= 2, "{near:?}");
+    let want_near: Vec<Vec<String>> = near
+        .iter()
+        .map(|c| {
+            vec![
+                c["email"].as_str().unwrap().to_string(),
+                c["add_on_credits_used"].as_str().unwrap().to_string(),
+                c["add_on_credit_cap"].to_string(),
+                c["percent_of_cap"].as_str().unwrap_or("over").to_string(),
+                c["cap_source"].as_str().unwrap().to_string(),
+                c["has_access"].to_string(),
+            ]
+        })
+        .collect();
+    assert_eq!(strings(&page["near"]), want_near);
     // Sorted with the keyboard by e-mail: ascending, then descending.
     let mut emails: Vec<String> = want_users.iter().map(|u| u.0.clone()).collect();
     emails.sort();
@@ -650,6 +721,22 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
         let want = balance[k].as_i64().unwrap().to_string();
         assert_eq!(figure(&page, k), (want.clone(), want), "{k}");
     }
+    let (available, used) = (
+        balance["addOnCreditsAvailable"].as_i64().unwrap(),
+        balance["addOnCreditsUsed"].as_i64().unwrap(),
+    );
+    assert_eq!(
+        figure(&page, "addOnCreditsRemaining").0,
+        (available - used).to_string()
+    );
+    let tenths = used * 1000 / available;
+    assert_eq!(
+        figure(&page, "addOnCreditsPercent"),
+        (
+            format!("{}.{}", tenths / 10, tenths % 10),
+            format!("{}.{} %", tenths / 10, tenths % 10)
+        )
+    );
     assert_eq!(
         figure(&page, "billingCycle").0,
         format!(
@@ -662,7 +749,7 @@ async fn dashboard_in_a_browser_shows_the_apis_figures() {
     // A phone's width: no sideways scrolling, every figure still there.
     assert_eq!(page["phone"]["client_width"], 390);
     assert_eq!(page["phone"]["scroll_width"], 390);
-    assert_eq!(page["phone"]["cards"], 14);
+    assert_eq!(page["phone"]["cards"], 16);
 
     // The screenshots.
     for name in ["dashboard.png", "dashboard-full.png", "dashboard-phone.png"] {
