@@ -485,6 +485,7 @@ impl WebhookStore for MemoryStore {
         let mut m = self.meta()?;
         let Meta { hooks, outbox, .. } = &mut *m;
         let mut out = Vec::new();
+        let mut turns: HashMap<String, i64> = HashMap::new();
         for q in outbox.iter_mut().filter(|q| q.team == team) {
             if out.len() == limit {
                 break;
@@ -500,7 +501,10 @@ impl WebhookStore for MemoryStore {
             else {
                 continue;
             };
-            q.log.next_attempt = Some(lease);
+            let turn = turns.entry(q.webhook_id.clone()).or_insert(0);
+            *turn += 1;
+            let held = Timestamp(now.0 + *turn * (lease.0 - now.0));
+            q.log.next_attempt = Some(held);
             out.push(Outgoing {
                 team: team.to_string(),
                 webhook_id: h.id.clone(),
@@ -510,6 +514,7 @@ impl WebhookStore for MemoryStore {
                 body: q.body.clone(),
                 attempts: q.log.attempts,
                 created: q.log.created,
+                lease: held,
             });
         }
         Ok(out)
@@ -524,11 +529,12 @@ impl WebhookStore for MemoryStore {
         now: Timestamp,
     ) -> StoreResult<()> {
         let mut m = self.meta()?;
-        if let Some(q) = m
-            .outbox
-            .iter_mut()
-            .find(|q| q.team == team && q.webhook_id == webhook_id && q.log.event_id == event_id)
-        {
+        if let Some(q) = m.outbox.iter_mut().find(|q| {
+            q.team == team
+                && q.webhook_id == webhook_id
+                && q.log.event_id == event_id
+                && q.log.next_attempt == Some(attempt.claimed)
+        }) {
             q.log.attempts += 1;
             q.log.last_status = attempt.status;
             q.log.last_error = attempt.error.clone();

@@ -90,11 +90,17 @@ pub struct Outgoing {
     pub attempts: i64,
     /// When the event was made.
     pub created: Timestamp,
+    /// Until when this claim holds it.
+    pub lease: Timestamp,
 }
 
 /// How an attempt went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
+    /// The lease of the claim that made the attempt ([`Outgoing::lease`]): an attempt is
+    /// recorded only while the event is still under that claim, so a process whose claim
+    /// ran out (and was claimed again elsewhere) changes nothing.
+    pub claimed: Timestamp,
     /// The receiver's status, when it answered.
     pub status: Option<i64>,
     /// Why it failed (`None`: a 2xx).
@@ -215,8 +221,11 @@ pub trait WebhookStore: Send + Sync {
     async fn deliveries(&self, team: &str, id: &str) -> StoreResult<Vec<Delivery>>;
     /// The teams with an event waiting (an admin read for the delivery task).
     async fn alerting_teams(&self) -> StoreResult<Vec<String>>;
-    /// Claims up to `limit` of the team's events due at `now`: each is not due again
-    /// before `lease` (a process that dies mid-attempt leaves it to be retried then).
+    /// Claims up to `limit` of the team's events due at `now`, in the order made. The
+    /// events of one webhook are sent one after another, so the k-th of a webhook is held
+    /// for k leases (`lease` is when the first one's ends): each is due again only once its
+    /// turn and its attempt could have ended (a process that dies mid-attempt leaves it to
+    /// be retried then).
     async fn claim(
         &self,
         team: &str,
@@ -224,7 +233,8 @@ pub trait WebhookStore: Send + Sync {
         lease: Timestamp,
         limit: usize,
     ) -> StoreResult<Vec<Outgoing>>;
-    /// Records an attempt of a claimed event.
+    /// Records an attempt of a claimed event, while the event is still under the claim
+    /// that made it ([`Attempt::claimed`]).
     async fn attempted(
         &self,
         team: &str,

@@ -22,8 +22,8 @@ pub fn refused(ip: IpAddr) -> Option<&'static str> {
                 Some("a private address (RFC 1918)")
             } else if v4.is_link_local() {
                 Some("a link-local address (169.254.0.0/16)")
-            } else if v4.is_unspecified() {
-                Some("the unspecified address")
+            } else if v4.octets()[0] == 0 {
+                Some("the unspecified address (0.0.0.0/8)")
             } else if v4.is_broadcast() {
                 Some("the broadcast address")
             } else if v4.is_multicast() {
@@ -33,7 +33,7 @@ pub fn refused(ip: IpAddr) -> Option<&'static str> {
             }
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            if let Some(v4) = embedded_v4(v6) {
                 return refused(IpAddr::V4(v4));
             }
             if v6.is_loopback() {
@@ -50,6 +50,23 @@ pub fn refused(ip: IpAddr) -> Option<&'static str> {
                 None
             }
         }
+    }
+}
+
+/// The IPv4 address an IPv6 address carries, where the network may turn it into that
+/// IPv4 address: IPv4-mapped (`::ffff:a.b.c.d`), SIIT (`::ffff:0:a.b.c.d`),
+/// IPv4-compatible (`::a.b.c.d`, not `::` or `::1`), NAT64 (`64:ff9b::/96`,
+/// `64:ff9b:1::/48`) and 6to4 (`2002:AABB:CCDD::/48`).
+fn embedded_v4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let s = v6.segments();
+    let o = v6.octets();
+    let tail = || std::net::Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => Some(tail()),
+        [0, 0, 0, 0, 0, 0, hi, lo] if hi != 0 || lo > 1 => Some(tail()),
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] | [0x64, 0xff9b, 1, ..] => Some(tail()),
+        [0x2002, ..] => Some(std::net::Ipv4Addr::new(o[2], o[3], o[4], o[5])),
+        _ => None,
     }
 }
 
@@ -121,15 +138,17 @@ impl Resolve for Guarded {
                 .into_iter()
                 .filter(|a| match refused(a.ip()) {
                     Some(r) => {
-                        rule = Some((r, a.ip()));
+                        rule = Some(r);
                         false
                     }
                     None => true,
                 })
                 .collect();
             if allowed.is_empty() {
+                // The rule, never the address: a tenant learns nothing of what a name
+                // resolves to inside the server's network.
                 let why = match rule {
-                    Some((r, ip)) => format!("refused: `{host}` resolves to {ip}, {r}"),
+                    Some(r) => format!("refused: `{host}` resolves to {r}"),
                     None => format!("`{host}` resolves to no address"),
                 };
                 return Err(why.into());
@@ -152,7 +171,8 @@ mod tests {
             ("172.16.5.4", "a private address (RFC 1918)"),
             ("192.168.1.1", "a private address (RFC 1918)"),
             ("169.254.169.254", "a link-local address (169.254.0.0/16)"),
-            ("0.0.0.0", "the unspecified address"),
+            ("0.0.0.0", "the unspecified address (0.0.0.0/8)"),
+            ("0.1.2.3", "the unspecified address (0.0.0.0/8)"),
             ("255.255.255.255", "the broadcast address"),
             ("224.0.0.1", "a multicast address"),
             ("::1", "a loopback address"),
@@ -161,6 +181,15 @@ mod tests {
             ("fd00::1", "a private address (fc00::/7)"),
             ("fe80::1", "a link-local address (fe80::/10)"),
             ("::", "the unspecified address"),
+            ("::ffff:0:10.0.0.1", "a private address (RFC 1918)"),
+            ("::127.0.0.1", "a loopback address"),
+            ("64:ff9b::a00:1", "a private address (RFC 1918)"),
+            (
+                "64:ff9b:1::a9fe:a9fe",
+                "a link-local address (169.254.0.0/16)",
+            ),
+            ("2002:a00:1::1", "a private address (RFC 1918)"),
+            ("2002:7f00:1::", "a loopback address"),
             ("ff02::1", "a multicast address"),
         ] {
             assert_eq!(refused(ip.parse().unwrap()), Some(rule), "{ip}");

@@ -1,6 +1,6 @@
 //! Delivering webhook events (contract section 12): a task that claims the events due in
 //! the store's outbox, posts each, signed ([`sign`]), to its webhook's URL through a
-//! client that follows no redirect, uses no proxy, gives up after 10 s and resolves names
+//! client that follows no redirect, uses no proxy, reads no answer body, gives up after 10 s and resolves names
 //! through [`address::Guarded`], and records the attempt: a 2xx is delivered; anything
 //! else is tried again after an exponential backoff (5 s, 10 s, 20 s … at most an hour
 //! apart) until 24 h after the event was made.
@@ -34,9 +34,6 @@ pub const RETRY_FOR: Duration = Duration::from_secs(24 * 3600);
 
 /// The longest wait between two attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
-
-/// The most of a response read (its status is what counts).
-pub const MAX_RESPONSE_BYTES: usize = 64 << 10;
 
 /// A new webhook from a registration's fields (`POST /api/v2/webhooks`, `webhook add`):
 /// its URL checked by [`address::check`], its subscription by
@@ -174,16 +171,10 @@ pub async fn send(
         .header("webhook-signature", sig)
         .body(body.to_string());
     match req.send().await {
-        Ok(mut res) => {
+        // The status is what counts: no byte of the answer's body is read (the
+        // connection is dropped with it).
+        Ok(res) => {
             let status = res.status();
-            // Read at most 64 KiB of the answer, then drop the connection.
-            let mut read = 0usize;
-            while read < MAX_RESPONSE_BYTES {
-                match res.chunk().await {
-                    Ok(Some(c)) => read += c.len(),
-                    _ => break,
-                }
-            }
             Sent {
                 status: Some(status.as_u16()),
                 error: (!status.is_success())
@@ -235,39 +226,52 @@ async fn deliver_team(
                 None => by_hook.push(vec![o]),
             }
         }
+        // Each attempt is recorded as soon as it ends (its successor's lease runs on).
         let sends = by_hook.into_iter().map(|group| async move {
-            let mut out = Vec::new();
+            let mut done = 0;
             for o in group {
                 let sent = send(client, settings, &o.url, &o.secret, &o.event_id, &o.body).await;
-                out.push((o, sent));
+                record(store, settings, team, o, sent).await?;
+                done += 1;
             }
-            out
+            Ok::<_, crate::store::StoreError>(done)
         });
-        let results = futures_util::future::join_all(sends).await;
-        for (o, sent) in results.into_iter().flatten() {
-            let now = Timestamp::now();
-            let next = match &sent.error {
-                None => None,
-                Some(_) => settings.next_attempt(o.attempts + 1, o.created, now),
-            };
-            let error = match (&sent.error, next) {
-                (Some(e), None) => Some(format!("{e}; given up 24 h after the event")),
-                (e, _) => e.clone(),
-            };
-            if let Some(e) = &error {
-                tracing::warn!(team = %team, webhook = %o.webhook_id, event = %o.event_id, error = %e, "webhook delivery failed");
-            }
-            let attempt = Attempt {
-                status: sent.status.map(i64::from),
-                error,
-                next,
-            };
-            store
-                .attempted(team, &o.webhook_id, &o.event_id, &attempt, now)
-                .await?;
-            done += 1;
+        for n in futures_util::future::join_all(sends).await {
+            done += n?;
         }
     }
+}
+
+/// Records one attempt of a claimed event: delivered, due again after the backoff, or
+/// given up 24 h after the event.
+async fn record(
+    store: &dyn Store,
+    settings: &Settings,
+    team: &str,
+    o: &Outgoing,
+    sent: Sent,
+) -> crate::store::StoreResult<()> {
+    let now = Timestamp::now();
+    let next = match &sent.error {
+        None => None,
+        Some(_) => settings.next_attempt(o.attempts + 1, o.created, now),
+    };
+    let error = match (&sent.error, next) {
+        (Some(e), None) => Some(format!("{e}; given up 24 h after the event")),
+        (e, _) => e.clone(),
+    };
+    if let Some(e) = &error {
+        tracing::warn!(team = %team, webhook = %o.webhook_id, event = %o.event_id, error = %e, "webhook delivery failed");
+    }
+    let attempt = Attempt {
+        claimed: o.lease,
+        status: sent.status.map(i64::from),
+        error,
+        next,
+    };
+    store
+        .attempted(team, &o.webhook_id, &o.event_id, &attempt, now)
+        .await
 }
 
 /// Runs deliveries until dropped (aborted): every `settings.poll`, each team with due

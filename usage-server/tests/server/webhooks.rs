@@ -811,3 +811,104 @@ async fn deliveries_are_verified_retried_and_survive_sigkill() {
     }
     s.kill9();
 }
+
+/// A claim holds a webhook's k-th event for k leases, and an attempt is recorded only
+/// under the claim that made it: a process whose lease ran out (its events claimed again
+/// elsewhere) changes nothing, on every store.
+async fn a_stale_claim_records_nothing(kind: TestStore) {
+    use usage_core::plan::{CapAction, CapScope};
+    use usage_core::time::Timestamp;
+    use usage_server::store::webhooks::Attempt;
+    // The server's own delivery task never comes round during the test.
+    let config = Config {
+        webhooks: Settings {
+            poll: Duration::from_secs(3600),
+            ..Settings::default()
+        },
+        ..fast_config()
+    };
+    let env = Env::with_config(kind, config).await;
+    let (store, team) = (env.store.as_ref(), env.team.as_str());
+    let now = Timestamp::now();
+    let hook = usage_server::webhooks::register(
+        "https://hooks.example.com/in",
+        Some(&["caps.changed".to_string()]),
+        None,
+        false,
+        now,
+    )
+    .unwrap();
+    assert!(store.add_webhook(team, hook.clone(), now).await.unwrap());
+    for cap in [5, 6] {
+        store
+            .change_cap(team, &CapScope::Team, CapAction::Set(cap), "t", now)
+            .await
+            .unwrap();
+    }
+    let sec = 1_000_000;
+    let first = store
+        .claim(team, now, Timestamp(now.0 + 15 * sec), 16)
+        .await
+        .unwrap();
+    assert_eq!(
+        first.iter().map(|o| o.lease).collect::<Vec<_>>(),
+        vec![Timestamp(now.0 + 15 * sec), Timestamp(now.0 + 30 * sec)]
+    );
+    assert!(
+        store
+            .claim(team, now, Timestamp(now.0 + 15 * sec), 16)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The first lease ran out: another process claims the first event again.
+    let later = Timestamp(now.0 + 16 * sec);
+    let second = store
+        .claim(team, later, Timestamp(later.0 + 15 * sec), 16)
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].event_id, first[0].event_id);
+    let delivered = |claimed| Attempt {
+        claimed,
+        status: Some(200),
+        error: None,
+        next: None,
+    };
+    store
+        .attempted(
+            team,
+            &hook.id,
+            &first[0].event_id,
+            &delivered(first[0].lease),
+            later,
+        )
+        .await
+        .unwrap();
+    let log = store.deliveries(team, &hook.id).await.unwrap();
+    let entry = log
+        .iter()
+        .find(|d| d.event_id == first[0].event_id)
+        .unwrap();
+    assert_eq!((entry.attempts, entry.delivered), (0, None));
+    store
+        .attempted(
+            team,
+            &hook.id,
+            &second[0].event_id,
+            &delivered(second[0].lease),
+            later,
+        )
+        .await
+        .unwrap();
+    let log = store.deliveries(team, &hook.id).await.unwrap();
+    let entry = log
+        .iter()
+        .find(|d| d.event_id == first[0].event_id)
+        .unwrap();
+    assert_eq!(
+        (entry.attempts, entry.delivered, entry.next_attempt),
+        (1, Some(later), None)
+    );
+}
+on_every_store!(a_stale_claim_records_nothing);

@@ -128,13 +128,15 @@ async fn alert_hooks(
     audit: Option<&AuditEntry>,
     only: Option<&str>,
 ) -> StoreResult<()> {
+    // The team's lock first (a records write holds it already): a webhook added or
+    // removed meanwhile is then either seen whole or not at all.
+    c.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&team])
+        .await
+        .map_err(pg_err)?;
     let hooks = read_hooks(c, team, only).await?;
     if hooks.is_empty() {
         return Ok(());
     }
-    c.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&team])
-        .await
-        .map_err(pg_err)?;
     let terms = terms_of(
         super::read_caps(c, team).await?,
         &PgStore::read_billing(c, team, false).await?,
@@ -329,11 +331,13 @@ impl WebhookStore for PgStore {
         // One statement: rows another instance claims at the same time are skipped.
         let rows = c
             .query(
-                "WITH due AS (SELECT webhook_id, event_id FROM webhook_outbox \
-                   WHERE team_id = $1 AND next_attempt <= $2 ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED) \
-                 UPDATE webhook_outbox o SET next_attempt = $3 FROM due \
-                 WHERE o.team_id = $1 AND o.webhook_id = due.webhook_id AND o.event_id = due.event_id \
-                 RETURNING o.webhook_id, o.event_id, o.body, o.attempts, o.created, o.seq",
+                "WITH due AS (SELECT webhook_id, event_id, seq FROM webhook_outbox \
+                   WHERE team_id = $1 AND next_attempt <= $2 ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED), \
+                 turns AS (SELECT webhook_id, event_id, \
+                   row_number() OVER (PARTITION BY webhook_id ORDER BY seq) AS turn FROM due) \
+                 UPDATE webhook_outbox o SET next_attempt = $2 + turns.turn * ($3 - $2) FROM turns \
+                 WHERE o.team_id = $1 AND o.webhook_id = turns.webhook_id AND o.event_id = turns.event_id \
+                 RETURNING o.webhook_id, o.event_id, o.body, o.attempts, o.created, o.seq, o.next_attempt",
                 &[&team, &now.0, &lease.0, &(limit as i64)],
             )
             .await
@@ -358,6 +362,7 @@ impl WebhookStore for PgStore {
                         body: r.get(2),
                         attempts: r.get(3),
                         created: Timestamp(r.get(4)),
+                        lease: Timestamp(r.get(6)),
                     },
                 ))
             })
@@ -378,7 +383,8 @@ impl WebhookStore for PgStore {
         let delivered = attempt.error.is_none().then_some(now.0);
         c.execute(
             "UPDATE webhook_outbox SET attempts = attempts + 1, last_status = $4, last_error = $5, \
-             next_attempt = $6, delivered = $7 WHERE team_id = $1 AND webhook_id = $2 AND event_id = $3",
+             next_attempt = $6, delivered = $7 WHERE team_id = $1 AND webhook_id = $2 AND event_id = $3 \
+             AND next_attempt = $8",
             &[
                 &team,
                 &webhook_id,
@@ -387,6 +393,7 @@ impl WebhookStore for PgStore {
                 &attempt.error,
                 &attempt.next.map(|t| t.0),
                 &delivered,
+                &attempt.claimed.0,
             ],
         )
         .await

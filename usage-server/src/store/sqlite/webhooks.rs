@@ -328,15 +328,21 @@ impl WebhookStore for SqliteStore {
                                 body: r.get(4)?,
                                 attempts: r.get(5)?,
                                 created: Timestamp(r.get(6)?),
+                                lease,
                             })
                         })
                         .map_err(db_err)?;
                     rows.collect::<Result<_, _>>().map_err(db_err)?
                 };
-                for o in &due {
+                let mut due = due;
+                let mut turns: HashMap<String, i64> = HashMap::new();
+                for o in &mut due {
+                    let turn = turns.entry(o.webhook_id.clone()).or_insert(0);
+                    *turn += 1;
+                    o.lease = Timestamp(now.0 + *turn * (lease.0 - now.0));
                     tx.execute(
                         "UPDATE webhook_outbox SET next_attempt = ?4 WHERE team_id = ?1 AND webhook_id = ?2 AND event_id = ?3",
-                        params![team, o.webhook_id, o.event_id, lease.0],
+                        params![team, o.webhook_id, o.event_id, o.lease.0],
                     )
                     .map_err(db_err)?;
                 }
@@ -366,7 +372,8 @@ impl WebhookStore for SqliteStore {
                 let delivered = attempt.error.is_none().then_some(now.0);
                 conn.execute(
                     "UPDATE webhook_outbox SET attempts = attempts + 1, last_status = ?4, last_error = ?5, \
-                     next_attempt = ?6, delivered = ?7 WHERE team_id = ?1 AND webhook_id = ?2 AND event_id = ?3",
+                     next_attempt = ?6, delivered = ?7 WHERE team_id = ?1 AND webhook_id = ?2 AND event_id = ?3 \
+                     AND next_attempt = ?8",
                     params![
                         team,
                         webhook_id,
@@ -374,7 +381,8 @@ impl WebhookStore for SqliteStore {
                         attempt.status,
                         attempt.error,
                         attempt.next.map(|t| t.0),
-                        delivered
+                        delivered,
+                        attempt.claimed.0
                     ],
                 )
                 .map_err(db_err)?;
