@@ -279,7 +279,9 @@ async fn record(
 pub async fn run(store: Arc<dyn Store>, settings: Settings) {
     let client = client(settings.allow_private);
     let running: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let mut tick = tokio::time::interval(settings.poll);
+    // The first round one `poll` after the start, then every `poll`.
+    let mut tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + settings.poll, settings.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
