@@ -424,6 +424,7 @@ fn refused_before_routing(req: &Request<Incoming>) -> Option<ApiError> {
         let allow = if matches!(path, "/healthz" | "/metrics" | super::openapi::PATH)
             || path.starts_with("/api/v2/")
             || super::dashboard::asset(path).is_some()
+            || super::reference::asset(path).is_some()
         {
             "GET, HEAD"
         } else {

@@ -4,7 +4,8 @@
 //! Every request goes through `handle`: path (404) → method (405) → size (413) →
 //! `Content-Type` (415) → JSON syntax and kinds (400) → key (401) → rate (429) →
 //! permission (403) → validation (400) → names (404). The operations are in `ops`; the
-//! static dashboard of `GET /` and `GET /dashboard` is in `dashboard`.
+//! static dashboard of `GET /` and `GET /dashboard` is in `dashboard`, the rendered API
+//! reference of `GET /docs` in `reference`.
 
 mod conn;
 pub mod dashboard;
@@ -13,6 +14,7 @@ pub mod metrics;
 pub mod openapi;
 mod ops;
 mod pages;
+pub mod reference;
 mod streamed;
 pub mod v2;
 
@@ -314,6 +316,7 @@ fn endpoint_label(op: Option<Op>, path: &str) -> &'static str {
         (None, "/metrics") => "metrics",
         (None, "/openapi.json") => "openapi",
         (None, p) if dashboard::asset(p).is_some() => "dashboard",
+        (None, p) if reference::asset(p).is_some() => "docs",
         (None, p) => v2::label(p).unwrap_or("-"),
     }
 }
@@ -408,6 +411,19 @@ where
             format!(
                 "no dashboard file at `{}`; the dashboard is GET /dashboard",
                 echo(path)
+            ),
+        ));
+    }
+    if let Some(asset) = reference::asset(path) {
+        return dashboard::response(asset, method);
+    }
+    if path.starts_with("/docs/") {
+        return Err(ApiError::new(
+            Code::NotFound,
+            format!(
+                "no API reference file at `{}`; the reference is GET {}",
+                echo(path),
+                reference::PATH
             ),
         ));
     }

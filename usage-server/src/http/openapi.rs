@@ -18,7 +18,6 @@
 //! a child (`openapi/v2.rs`).
 
 use serde_json::{Map, Value, json};
-use usage_core::Rule;
 use usage_core::plan::MAX_CAP;
 use usage_core::schema::records::{KINDS, RecordKind, RecordType};
 use usage_core::schema::{
@@ -38,6 +37,7 @@ use super::ops::permission;
 use crate::error::Code;
 use usage_core::validate::{ACTION_FIELDS as ACTIONS, SCOPE_FIELDS as SCOPES};
 
+mod errors;
 mod v2;
 mod webhooks;
 
@@ -46,6 +46,9 @@ pub(super) const JSON: &str = "application/json";
 
 /// The media type of `GET /metrics` (without its parameters).
 const METRICS: &str = "application/openmetrics-text";
+
+/// What a tool identifier is, in `Tool` and in a record's `tool`.
+const TOOL: &str = "A tool identifier of agent tool usage; records may carry others.";
 
 /// The path the document is served at.
 pub const PATH: &str = "/openapi.json";
@@ -285,7 +288,9 @@ fn user_stats_schema(time: &Value) -> Value {
         .into_iter()
         .map(|(name, v)| {
             let schema = match v {
-                Value::Bool(_) => json!({"const": true, "description": "Present only when an administrator disabled the user's access."}),
+                // `enum: [true]`, not `const: true`: openapi-python-client 0.29 writes a
+                // boolean `const` into Python it cannot parse.
+                Value::Bool(_) => json!({"type": "boolean", "enum": [true], "description": "Present only when an administrator disabled the user's access."}),
                 Value::Number(_) => json!({"type": "integer", "minimum": 0}),
                 v if v == epoch => time.clone(),
                 v if v == status => schema_ref("TeamStatus"),
@@ -447,63 +452,16 @@ pub fn components() -> Value {
     );
     schemas.insert(
         "Tool".into(),
-        json!({"type": "string", "description": "A tool identifier of agent tool usage; records may carry others.",
-               "examples": Tool::IDENTIFIERS}),
+        json!({"type": "string", "description": TOOL, "examples": Tool::IDENTIFIERS}),
+    );
+    schemas.insert(
+        "Empty".into(),
+        json!({"type": "object", "properties": {}, "additionalProperties": false, "description": "The empty object `{}`."}),
     );
     requests(&mut schemas);
     responses(&mut schemas);
-    schemas.insert("ErrorDetail".into(), json!({
-        "type": "object",
-        "description": "One violation.",
-        "required": ["path", "rule", "message"],
-        "additionalProperties": false,
-        "properties": {
-            "path": {"type": "string", "description": "JSON path into the request, snake_case names (`\"\"` is the body)."},
-            "rule": {"type": "string", "enum": Rule::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>()},
-            "message": {"type": "string", "description": "Names the field, the value and the rule."},
-        },
-    }));
-    schemas.insert("ErrorBody".into(), json!({
-        "type": "object",
-        "description": "The body of every failure. `error` repeats `message`; `details` is present on every 400 and on no other status.",
-        "required": ["error", "code", "message", "requestId"],
-        "additionalProperties": false,
-        "properties": {
-            "error": {"type": "string"},
-            "code": {"type": "string", "enum": Code::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>()},
-            "message": {"type": "string"},
-            "details": {"type": "array", "maxItems": crate::error::MAX_DETAILS, "items": schema_ref("ErrorDetail")},
-            "requestId": {"type": "string", "description": "Equals the `x-request-id` header."},
-        },
-    }));
-
-    let mut responses = Map::new();
-    for c in Code::ALL {
-        let mut headers = json!({"x-request-id": {"$ref": "#/components/headers/RequestId"}});
-        if matches!(c, Code::ResourceExhausted | Code::Unavailable) {
-            headers["Retry-After"] = json!({
-                "description": "Seconds to wait before retrying.",
-                "required": *c == Code::ResourceExhausted,
-                "schema": {"type": "integer", "minimum": 1},
-            });
-        }
-        let details = if *c == Code::InvalidArgument {
-            json!({"required": ["details"]})
-        } else {
-            json!({"not": {"required": ["details"]}})
-        };
-        responses.insert(
-            c.as_str().into(),
-            json!({
-                "description": code_description(*c),
-                "headers": headers,
-                "content": {"application/json": {"schema": {
-                    "allOf": [schema_ref("ErrorBody"), details],
-                    "properties": {"code": {"const": c.as_str()}},
-                }}},
-            }),
-        );
-    }
+    errors::schemas(&mut schemas);
+    let responses = errors::responses();
     json!({
         "schemas": schemas,
         "responses": responses,
@@ -522,33 +480,6 @@ pub fn components() -> Value {
             },
         },
     })
-}
-
-fn code_description(c: Code) -> String {
-    let when = match c {
-        Code::InvalidArgument => {
-            "malformed JSON, wrong JSON kinds, rule violations, bad values; `details` lists every violation"
-        }
-        Code::Unauthenticated => "the service key is missing, unknown or revoked",
-        Code::PermissionDenied => {
-            "the key lacks the operation's permission, or the team's plan lacks the feature"
-        }
-        Code::NotFound => "a group or user named in the request is not in the key's team",
-        Code::MethodNotAllowed => {
-            "the method is not allowed on the path (`Allow` lists those that are)"
-        }
-        Code::RequestTimeout => "the body did not arrive in time",
-        Code::PayloadTooLarge => {
-            "the body is over the limit (1 MiB for queries, 16 MiB for Ingest, by default)"
-        }
-        Code::UnsupportedMediaType => "`Content-Type` is not `application/json`",
-        Code::ResourceExhausted => "the key's rate limit is exceeded",
-        Code::Internal => "a bug; the server log has the details under the request id",
-        Code::Unavailable => "the store is unavailable or the server is shutting down",
-        Code::UriTooLong => "the request's target is longer than the server reads",
-        Code::HeadersTooLarge => "the request's headers are larger than the server reads",
-    };
-    format!("{} `{}`: {when}.", c.status().as_u16(), c.as_str())
 }
 
 // -----------------------------------------------------------------------------------------
@@ -572,6 +503,9 @@ fn kind_schema(kind: &Kind, required: bool) -> Value {
             }
             s
         }
+        // A marker without fields is the named `Empty`: inline, the two spellings of its
+        // field would make two classes of one name in a generated client.
+        Kind::Marker(spec) if spec.fields.is_empty() => schema_ref("Empty"),
         Kind::Object(spec) | Kind::Marker(spec) => object(spec, &[], &[], ""),
         Kind::AnyObject => json!({"type": "object"}),
     }
@@ -625,9 +559,9 @@ fn given(kind: &Kind) -> Value {
     match kind {
         Kind::Text => json!({"type": "string", "minLength": 1}),
         Kind::TextKeepEmpty => json!({"type": "string"}),
-        Kind::Bool => json!({"const": true}),
+        Kind::Bool => json!({"type": "boolean", "enum": [true]}),
         Kind::Int => kind_schema(kind, true),
-        Kind::Array(_) => json!({"type": "array", "minItems": 1}),
+        Kind::Array(_) => json!({"type": "array", "items": {}, "minItems": 1}),
         Kind::Object(_) => json!({"type": "object", "minProperties": 1}),
         Kind::Marker(_) | Kind::AnyObject => json!({"type": "object"}),
     }
@@ -638,7 +572,9 @@ fn not_given(kind: &Kind) -> Value {
     match kind {
         Kind::Text => json!({"enum": ["", null]}),
         Kind::Bool => json!({"enum": [false, null]}),
-        Kind::Array(_) => json!({"anyOf": [{"type": "array", "maxItems": 0}, {"type": "null"}]}),
+        Kind::Array(_) => {
+            json!({"anyOf": [{"type": "array", "items": {}, "maxItems": 0}, {"type": "null"}]})
+        }
         Kind::Object(_) => {
             json!({"anyOf": [{"type": "object", "maxProperties": 0}, {"type": "null"}]})
         }
@@ -860,7 +796,7 @@ fn requests(schemas: &mut Map<String, Value>) {
                 "A group-by field and the alias of its value.",
             )})
         } else {
-            json!({"type": "array", "maxItems": 0, "description": "This source has no group-by fields."})
+            json!({"type": "array", "items": {}, "maxItems": 0, "description": "This source has no group-by fields."})
         };
         schemas.insert(
             name.clone(),
@@ -914,6 +850,20 @@ fn requests(schemas: &mut Map<String, Value>) {
     let agent = AgentAnalyticsRequest::SPEC;
     let agent_query = nested(agent, "query_requests");
     let sources: Vec<&str> = agent_query.names().collect();
+    // Named, not inline: under both spellings of `query_requests` an inline object would
+    // be two classes of one name in a generated client.
+    schemas.insert(
+        "AgentQuery".into(),
+        with_all_of(
+            object(
+                agent_query,
+                &[],
+                &[],
+                "Exactly one data source key, with the value `{}`.",
+            ),
+            [exactly_one(agent_query, &sources)],
+        ),
+    );
     schemas.insert(
         "AgentAnalyticsRequest".into(),
         with_all_of(object(
@@ -926,10 +876,7 @@ fn requests(schemas: &mut Map<String, Value>) {
                 ),
                 (
                     "query_requests",
-                    json!({"type": "array", "minItems": 1, "items": with_all_of(
-                        object(agent_query, &[], &[], "Exactly one data source key, with the value `{}`."),
-                        [exactly_one(agent_query, &sources)],
-                    )}),
+                    json!({"type": "array", "minItems": 1, "items": schema_ref("AgentQuery")}),
                 ),
             ],
             &format!(
@@ -1033,8 +980,13 @@ fn record(kind: &RecordKind) -> Value {
                     json!({"type": "array", "items": {"type": "string", "minLength": 1}})
                 }
             };
+            // A tool is a string of the record's and `Tool`'s examples, in one schema: an
+            // `allOf` of a string is not an object, which generators cannot take.
             let s = if f.name == "tool" {
-                json!({"allOf": [s, schema_ref("Tool")]})
+                let mut s = s;
+                s["examples"] = json!(Tool::IDENTIFIERS);
+                s["description"] = json!(TOOL);
+                s
             } else {
                 s
             };
@@ -1212,5 +1164,7 @@ fn responses(schemas: &mut Map<String, Value>) {
     }));
 }
 
+#[cfg(test)]
+mod statuses;
 #[cfg(test)]
 mod tests;

@@ -28,7 +28,7 @@ fn browser_dir() -> PathBuf {
 }
 
 /// Where the screenshots go: `target/dashboard-test/`.
-fn output_dir() -> PathBuf {
+pub(crate) fn output_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .expect("the target directory")
@@ -158,12 +158,12 @@ async fn dashboard_files_are_served_with_strict_headers() {
 }
 
 /// `serve --demo` with stdout and stderr in files of `dir`; the first stdout line as JSON.
-struct Demo {
+pub(crate) struct Demo {
     child: Child,
-    line: Value,
-    base: String,
+    pub(crate) line: Value,
+    pub(crate) base: String,
     stdout: PathBuf,
-    stderr: PathBuf,
+    pub(crate) stderr: PathBuf,
 }
 
 impl Drop for Demo {
@@ -174,7 +174,7 @@ impl Drop for Demo {
 }
 
 impl Demo {
-    fn start(dir: &Path) -> Demo {
+    pub(crate) fn start(dir: &Path) -> Demo {
         let store = format!("sqlite:{}", dir.join("demo.db").display());
         let stdout = dir.join("stdout");
         let stderr = dir.join("stderr");
@@ -236,13 +236,13 @@ fn the_browser_test_skips_only_without_chromium_outside_ci() {
 }
 
 /// Whether the browser test can run; `None` (skip) only without Chromium outside CI.
-fn browser_prerequisites() -> Option<PathBuf> {
+pub(crate) fn browser_prerequisites() -> Option<PathBuf> {
     if !may_run(
         Path::new(CHROMIUM).exists(),
         std::env::var("CI").ok().as_deref(),
     ) {
         eprintln!(
-            "SKIPPED dashboard_in_a_browser: {CHROMIUM} is not installed (apt-get install -y chromium); \
+            "SKIPPED a browser test (the dashboard or the API reference): {CHROMIUM} is not installed (apt-get install -y chromium); \
              under CI=true this fails"
         );
         return None;

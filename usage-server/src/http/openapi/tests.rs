@@ -553,3 +553,137 @@ async fn openapi_is_served_without_a_key() {
     }
     server.shutdown().await;
 }
+
+/// docs/openapi.md's table of every path's statuses is the document's; `UPDATE_DOCS=1`
+/// rewrites it.
+#[test]
+fn openapi_md_is_current() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.md");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let (begin, end) = statuses::MARKERS;
+    let block = format!("{begin}{}{end}", statuses::table(&document()));
+    let (a, b) = (text.find(begin), text.find(end));
+    let current = match (a, b) {
+        (Some(a), Some(b)) => &text[a..b + end.len()],
+        _ => "",
+    };
+    if current != block && std::env::var_os("UPDATE_DOCS").is_some() {
+        let (a, b) = (a.expect("begin marker"), b.expect("end marker"));
+        let updated = format!("{}{block}{}", &text[..a], &text[b + end.len()..]);
+        std::fs::write(path, updated).expect("write docs/openapi.md");
+        return;
+    }
+    assert_eq!(
+        current, block,
+        "docs/openapi.md is stale: run UPDATE_DOCS=1 cargo test -p usage-server --lib -- openapi_md_is_current"
+    );
+    // One row per operation; users/activity answers 404 for an unknown group.
+    let ops = doc_operations(&document());
+    // The two markers, the header and its rule, and a row per operation.
+    assert_eq!(block.lines().count(), 4 + ops);
+    let activity = block
+        .lines()
+        .find(|l| l.starts_with("| `/api/v2/users/activity` | GET |"))
+        .expect("users/activity's row");
+    assert!(activity.contains("| 200 OK, 304 Not Modified, 400 `invalid_argument`"));
+    assert!(activity.contains("404 `not_found`"), "{activity}");
+}
+
+/// The number of operations (path and method) of `doc`.
+fn doc_operations(doc: &Value) -> usize {
+    doc["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|i| i.as_object().unwrap().len())
+        .sum()
+}
+
+/// Every schema (object) of `v`, with the JSON pointer it is at, not through `$ref`s.
+fn schemas_in<'a>(v: &'a Value, at: String, out: &mut Vec<(String, &'a Value)>) {
+    match v {
+        Value::Object(m) => {
+            out.push((at.clone(), v));
+            for (k, x) in m {
+                schemas_in(x, format!("{at}/{k}"), out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                schemas_in(x, format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What openapi-python-client 0.29 cannot read (issue 31), which the document avoids
+/// while staying as exact: an array without `items`, a boolean or number `const`, an
+/// `allOf` of a schema that is not an object, an error response that narrows
+/// `ErrorBody`'s `code` enum with a `const`, and an inline object under both spellings of
+/// a field (the two would be two generated classes of one name). The Python client's own
+/// test (tests/server/openapi_client.rs) generates and runs a client.
+#[test]
+fn openapi_avoids_what_generators_cannot_read() {
+    let doc = document();
+    let mut all = Vec::new();
+    schemas_in(&doc, String::new(), &mut all);
+    let is_array =
+        |t: &Value| t == "array" || t.as_array().is_some_and(|a| a.contains(&json!("array")));
+    for (at, s) in &all {
+        if s.get("type").is_some_and(is_array) {
+            assert!(s.get("items").is_some(), "{at}: an array without `items`");
+        }
+        if let Some(c) = s.get("const") {
+            assert!(c.is_string(), "{at}: a `const` that is not a string: {c}");
+        }
+        for member in s
+            .get("allOf")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let target = match member.get("$ref").and_then(Value::as_str) {
+                Some(r) => resolve(&doc, r).expect("resolves"),
+                None => member,
+            };
+            let t = target.get("type");
+            assert!(
+                t.is_none() || t == Some(&json!("object")),
+                "{at}: `allOf` of a {t:?}"
+            );
+        }
+        // Both spellings of a field: no inline object model under either.
+        if let Some(Value::Object(props)) = s.get("properties") {
+            for (name, p) in props {
+                let c = usage_core::wire::decode::camel(name);
+                if c == *name || !props.contains_key(&c) {
+                    continue;
+                }
+                let mut inner = Vec::new();
+                schemas_in(p, String::new(), &mut inner);
+                for (i, x) in inner {
+                    assert!(
+                        x.get("properties").is_none(),
+                        "{at}/properties/{name}{i}: an inline object under two spellings"
+                    );
+                }
+            }
+        }
+    }
+    for code in Code::ALL {
+        let r = &doc["components"]["responses"][code.as_str()];
+        let schema = &r["content"]["application/json"]["schema"]["$ref"];
+        assert_eq!(
+            schema,
+            &json!(format!("#/components/schemas/Error_{}", code.as_str()))
+        );
+        let s = &doc["components"]["schemas"][format!("Error_{}", code.as_str())];
+        assert_eq!(s["properties"]["code"]["const"], code.as_str());
+        assert_eq!(
+            s["properties"]["details"].is_object(),
+            *code == Code::InvalidArgument,
+            "{code:?}"
+        );
+    }
+}

@@ -131,12 +131,13 @@ pub(super) fn endpoints() -> Vec<Doc> {
             tag: "analytics",
             summary: "Every user's activity in a period, by e-mail.".into(),
             description: format!(
-                "{} The rows of `UserPageAnalytics`.",
+                "{} The rows of `UserPageAnalytics`. 404 when `group` names no group of the \
+                 team.",
                 desc(Endpoint::Activity)
             ),
             request: None,
             ok: page("data", schema_ref("UserStats")),
-            errors: errors(),
+            errors: [errors(), vec![Code::NotFound]].concat(),
             media_type: JSON,
             also: vec![],
             parameters: activity_params,
