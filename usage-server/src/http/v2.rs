@@ -8,8 +8,8 @@
 //!   count fields and its distinct users, from an `Analytics` query grouped by `date`.
 //! - `GET /api/v2/users/activity?start=&end=[&group=][&limit=][&cursor=]` (`teams-read`): the
 //!   `UserPageAnalytics` rows of the period, by e-mail.
-//! - `GET /api/v2/audit?[limit=][&cursor=]` (`billing-read`): changes of caps and of
-//!   billing, oldest first.
+//! - `GET /api/v2/audit?[limit=][&cursor=]` (`billing-read`): the team's audit log (caps,
+//!   billing, keys, the team's creation, webhooks), oldest first.
 //! - `GET /api/v2/credits/users?[min_percent=][&limit=][&cursor=]` and
 //!   `GET /api/v2/credits/users/{email}` (`billing-read`): users' credits in the current
 //!   cycle against their caps, by e-mail (`v2/credits.rs`).
@@ -676,13 +676,13 @@ async fn activity(
 }
 
 async fn audit(app: &App, team: &str) -> Result<Vec<(Vec<String>, Value)>, ApiError> {
-    let entries = app.store.audit(team).await?;
+    let entries = crate::store::audit_log(app.store.as_ref(), team).await?;
     Ok(entries
         .into_iter()
         .enumerate()
         .map(|(i, a)| {
             // The log only grows: an entry's place is its key, zero-padded to sort as text.
-            (vec![format!("{i:020}")], a.to_json())
+            (vec![format!("{i:020}")], a)
         })
         .collect())
 }

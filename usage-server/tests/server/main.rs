@@ -8,6 +8,7 @@
 #[macro_use]
 mod common;
 
+mod admin;
 mod bounds;
 mod cli;
 mod crash;

@@ -248,7 +248,10 @@ pub(in crate::http) async fn answer(
         }
         Target::List => {
             let hook = registration(body, app.config.webhooks.allow_private, Timestamp::now())?;
-            if !store.add_webhook(team, hook.clone(), hook.created).await? {
+            if !store
+                .add_webhook(team, hook.clone(), &key.key_id, hook.created)
+                .await?
+            {
                 return Err(bad(
                     "url",
                     Rule::TooMany,
@@ -262,7 +265,10 @@ pub(in crate::http) async fn answer(
             Ok(res)
         }
         Target::One(id) => {
-            if !store.remove_webhook(team, &id).await? {
+            if !store
+                .remove_webhook(team, &id, &key.key_id, Timestamp::now())
+                .await?
+            {
                 return Err(not_found(&id));
             }
             let mut res = Response::new(Vec::<u8>::new().into());
