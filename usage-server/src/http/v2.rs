@@ -118,7 +118,19 @@ impl Endpoint {
     }
 }
 
-/// The `operation` label of a v2 path in the metrics (a fixed set).
+/// The `operation` labels of the v2 endpoints in the metrics (those of the webhooks are
+/// [`webhooks::LABELS`]).
+pub(super) const LABELS: [&str; 6] = [
+    "v2/usage/daily",
+    "v2/users/activity",
+    "v2/audit",
+    "v2/credits/users",
+    "v2/credits/user",
+    "v2/caps/preview",
+];
+
+/// The `operation` label of a v2 path in the metrics (one of [`LABELS`] or
+/// [`webhooks::LABELS`]).
 pub(super) fn label(path: &str) -> Option<&'static str> {
     if let Some(Ok(t)) = webhooks::Target::of(path) {
         return Some(t.label());
@@ -129,12 +141,12 @@ pub(super) fn label(path: &str) -> Option<&'static str> {
         None => ENDPOINTS.iter().find(|(p, _)| *p == path)?.1,
     };
     Some(match endpoint {
-        Endpoint::Daily => "v2/usage/daily",
-        Endpoint::Activity => "v2/users/activity",
-        Endpoint::Audit => "v2/audit",
-        Endpoint::Credits => "v2/credits/users",
-        Endpoint::UserCredits => "v2/credits/user",
-        Endpoint::Preview => "v2/caps/preview",
+        Endpoint::Daily => LABELS[0],
+        Endpoint::Activity => LABELS[1],
+        Endpoint::Audit => LABELS[2],
+        Endpoint::Credits => LABELS[3],
+        Endpoint::UserCredits => LABELS[4],
+        Endpoint::Preview => LABELS[5],
     })
 }
 

@@ -25,7 +25,10 @@ const PAGES: &[(&str, &[&str])] = &[
     ),
     (
         "metrics.md",
-        &["usage_store_records{kind=\"autocomplete\"}"],
+        &[
+            "usage_store_records{kind=\"autocomplete\"}",
+            "# TYPE usage_http_requests counter\n",
+        ],
     ),
     (
         "time-zones.md",
