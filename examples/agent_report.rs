@@ -31,6 +31,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &team,
         Some("agent-report".into()),
         vec![Permission::AnalyticsRead, Permission::TeamsRead],
+        "-",
     )
     .await
     .map_err(|f| f.summary)?;

@@ -43,6 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 seats: 3,
                 credits_per_seat: 500,
             },
+            "-",
             Timestamp::now(),
         )
         .await?
@@ -56,6 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Permission::BillingWrite,
             Permission::UsageWrite,
         ],
+        "-",
     )
     .await
     .map_err(|f| f.summary)?;

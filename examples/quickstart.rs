@@ -30,6 +30,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &team,
         Some("quickstart".into()),
         vec![Permission::AnalyticsRead],
+        "-",
     )
     .await
     .map_err(|f| f.summary)?;

@@ -75,6 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 seats: 1,
                 credits_per_seat: 1,
             },
+            "-",
             Timestamp::now(),
         )
         .await?

@@ -9,10 +9,12 @@ use usage_core::schema::Plan;
 use usage_core::schema::records::{self, FieldHandle, RecordKind};
 use usage_core::time::{Date, MICROS_PER_HOUR, MICROS_PER_SECOND, Timestamp};
 
-use crate::store::{NewTeam, Store, StoreResult};
+use crate::store::{DEMO_ACTOR, NewTeam, Store, StoreResult};
 
 /// The name of the demo team.
 pub const TEAM_NAME: &str = "demo";
+/// The name of the key `serve --demo` makes; a start revokes the earlier ones.
+pub const KEY_NAME: &str = "demo";
 /// Users of the demo team.
 pub const DEMO_USERS: usize = 240;
 /// Days of records, ending today.
@@ -26,6 +28,23 @@ pub const DEMO_GROUPS: [(&str, &str); 6] = [
     ("grp-design", "design"),
     ("grp-support", "support"),
 ];
+
+/// Where the demo users work: a zone and its UTC offset in hours (standard time). A user
+/// works from 08:00 to 18:00 in their zone, so the team's activity spreads over the UTC
+/// day and a `time_zone` in a query moves it between days.
+pub const DEMO_ZONES: [(&str, i64); 6] = [
+    ("America/Los_Angeles", -8),
+    ("America/New_York", -5),
+    ("Europe/London", 0),
+    ("Europe/Berlin", 1),
+    ("Asia/Kolkata", 5),
+    ("Asia/Tokyo", 9),
+];
+
+/// The zone offset of demo user `i` (not tied to their group).
+fn zone_offset(i: usize) -> i64 {
+    DEMO_ZONES[(i / DEMO_GROUPS.len()) % DEMO_ZONES.len()].1
+}
 
 const LANGUAGES: [&str; 8] = [
     "PYTHON",
@@ -161,12 +180,15 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
             let ide = *rng.pick(&IDES);
             let version = *rng.pick(&VERSIONS);
             let ide_type = if i % 3 == 0 { "plugin" } else { "editor" };
+            // Local working hours, shifted to UTC by the user's zone.
+            let offset = zone_offset(i);
+            let first = Date(today.0 - DAYS + 1).start();
             let mut hours: Vec<u64> = (0..1 + rng.below(3)).map(|_| 8 + rng.below(10)).collect();
             hours.sort_unstable();
             hours.dedup();
             for h in hours {
-                let hour = Timestamp(date.start().0 + h as i64 * MICROS_PER_HOUR);
-                if hour > now {
+                let hour = Timestamp(date.start().0 + (h as i64 - offset) * MICROS_PER_HOUR);
+                if hour > now || hour < first {
                     continue;
                 }
                 let acc = rng.below(40);
@@ -212,14 +234,14 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
             let at = |rng: &mut Rng| {
                 Timestamp(
                     date.start().0
-                        + (8 + rng.below(10)) as i64 * MICROS_PER_HOUR
+                        + ((8 + rng.below(10)) as i64 - offset) * MICROS_PER_HOUR
                         + rng.below(3600) as i64 * MICROS_PER_SECOND,
                 )
             };
             for _ in 0..rng.below(3) {
                 let t = at(&mut rng);
                 event += 1;
-                if t > now {
+                if t > now || t < first {
                     continue;
                 }
                 push(
@@ -252,7 +274,7 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
             for _ in 0..rng.below(3) {
                 let t = at(&mut rng);
                 event += 1;
-                if t > now {
+                if t > now || t < first {
                     continue;
                 }
                 let generate = rng.chance(0.5);
@@ -316,7 +338,7 @@ pub fn records(now: Timestamp) -> Vec<Batch> {
             for _ in 0..rng.below(3) {
                 let t = at(&mut rng);
                 event += 1;
-                if t > now {
+                if t > now || t < first {
                     continue;
                 }
                 let prompts = 100 * rng.below(8);
@@ -409,6 +431,7 @@ pub async fn ensure(store: &dyn Store, now: Timestamp) -> StoreResult<String> {
                 seats: DEMO_USERS as i64,
                 credits_per_seat: 500,
             },
+            DEMO_ACTOR,
             now,
         )
         .await?;
@@ -494,6 +517,28 @@ pub fn dashboard_url(addr: SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Users work 08:00-18:00 in six zones, so activity covers every UTC hour and a
+    /// query's `time_zone` moves records between days.
+    #[test]
+    fn demo_activity_spreads_over_the_utc_day() {
+        let now = Timestamp::parse_rfc3339("2025-06-15T23:30:00Z").unwrap();
+        let batches = records(now);
+        let auto = batches
+            .iter()
+            .find(|b| b.kind.name == "autocomplete")
+            .unwrap();
+        let mut per_hour = [0usize; 24];
+        for r in &auto.records {
+            let t = r.time().unwrap();
+            per_hour[(t.0.rem_euclid(24 * MICROS_PER_HOUR) / MICROS_PER_HOUR) as usize] += 1;
+        }
+        let empty: Vec<usize> = (0..24).filter(|h| per_hour[*h] == 0).collect();
+        assert_eq!(empty, Vec::<usize>::new(), "{per_hour:?}");
+        // Records before 08:00 UTC fall on the previous day in New York: a good share.
+        let early: usize = per_hour[..8].iter().sum();
+        assert!(early * 5 > auto.records.len(), "{per_hour:?}");
+    }
 
     #[test]
     fn demo_data_is_deterministic_and_complete() {

@@ -48,6 +48,7 @@ pub async fn add_team(store: &dyn Store, name: &str, plan: Plan) -> String {
                 seats: 12,
                 credits_per_seat: 500,
             },
+            "-",
             Timestamp::now(),
         )
         .await
@@ -60,7 +61,7 @@ pub async fn add_team(store: &dyn Store, name: &str, plan: Plan) -> String {
 /// # Panics
 /// When the key cannot be made (unknown team, no permission, store failure).
 pub async fn make_key(store: &dyn Store, team: &str, perms: &[Permission]) -> String {
-    crate::cli::create_key(store, team, None, perms.to_vec())
+    crate::cli::create_key(store, team, None, perms.to_vec(), "-")
         .await
         .map_err(|f| f.summary)
         .unwrap()

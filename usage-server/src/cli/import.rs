@@ -12,8 +12,8 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value, json};
 use usage_core::JsonPath;
-use usage_core::load::{Record, parse_record, parse_record_text};
-use usage_core::schema::records::{RecordKind, kind_names};
+use usage_core::load::{FieldValue, Record, parse_record, parse_record_text};
+use usage_core::schema::records::{self, RecordKind, kind_names};
 use usage_core::time::Timestamp;
 
 use super::{Failure, ImportArgs};
@@ -29,6 +29,37 @@ struct Report {
     bad: u64,
     messages: Vec<String>,
     io_error: Option<String>,
+    /// Of a `users` import: each group id the records name, with the memberships naming
+    /// it, in the order first named (at most [`MAX_GROUP_IDS`] ids).
+    groups: Vec<(String, u64)>,
+    group_index: std::collections::HashMap<String, usize>,
+    /// Memberships naming an id past [`MAX_GROUP_IDS`] (not checked).
+    unchecked: u64,
+}
+
+/// Group ids a `users` import keeps to check against the team's groups.
+const MAX_GROUP_IDS: usize = 100_000;
+
+/// Group ids named in the summary of memberships of unknown groups.
+const GROUP_EXAMPLES: usize = 5;
+
+impl Report {
+    /// Counts a `users` record's memberships.
+    fn memberships(&mut self, r: &Record) {
+        let FieldValue::Groups(ids) = r.get(records::users::GROUPS.name()) else {
+            return;
+        };
+        for id in ids {
+            match self.group_index.get(id) {
+                Some(&i) => self.groups[i].1 += 1,
+                None if self.groups.len() < MAX_GROUP_IDS => {
+                    self.group_index.insert(id.clone(), self.groups.len());
+                    self.groups.push((id.clone(), 1));
+                }
+                None => self.unchecked += 1,
+            }
+        }
+    }
 }
 
 /// Lines handed to the parsers: the first line's number and the lines.
@@ -88,6 +119,8 @@ struct Lines {
     report: Arc<Mutex<Report>>,
     bar: ProgressBar,
     done: bool,
+    /// The kind read (a `users` file's memberships are counted in the report).
+    kind: &'static RecordKind,
 }
 
 impl Lines {
@@ -175,6 +208,7 @@ impl Lines {
             report,
             bar,
             done: false,
+            kind,
         }
     }
 
@@ -216,6 +250,14 @@ impl Iterator for Lines {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if let Some((line_no, r)) = self.current.next() {
+                if let Ok(r) = &r
+                    && std::ptr::eq(self.kind, &records::USERS)
+                {
+                    self.report
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .memberships(r);
+                }
                 return Some(r.map_err(|v| self.bad(line_no, v)));
             }
             if self.done {
@@ -247,6 +289,27 @@ impl Iterator for Lines {
     }
 }
 
+/// The memberships of an imported `users` file that name groups the team lacks:
+/// `{"memberships": N, "groups": G, "examples": [first ids in file order]}`, and
+/// `unchecked`: the memberships of ids past [`MAX_GROUP_IDS`], when there are any.
+async fn unknown_groups(store: &dyn Store, team: &str, r: &Report) -> Result<Value, Failure> {
+    let (mut memberships, mut groups, mut examples) = (0u64, 0u64, Vec::new());
+    for (id, n) in &r.groups {
+        if !store.has_group_id(team, id).await? {
+            memberships += n;
+            groups += 1;
+            if examples.len() < GROUP_EXAMPLES {
+                examples.push(id.clone());
+            }
+        }
+    }
+    let mut v = json!({"memberships": memberships, "groups": groups, "examples": examples});
+    if r.unchecked > 0 {
+        v["unchecked"] = json!(r.unchecked);
+    }
+    Ok(v)
+}
+
 pub(super) async fn run(store: &dyn Store, args: ImportArgs) -> Result<Value, Failure> {
     let kind = RecordKind::by_name(&args.kind).ok_or_else(|| {
         format!(
@@ -274,7 +337,7 @@ pub(super) async fn run(store: &dyn Store, args: ImportArgs) -> Result<Value, Fa
     let written = store
         .import(&args.team, kind, Box::new(lines), Timestamp::now())
         .await?;
-    let r = report.lock().unwrap_or_else(|e| e.into_inner());
+    let r = std::mem::take(&mut *report.lock().unwrap_or_else(|e| e.into_inner()));
     match written {
         Some(n) => {
             let secs = started.elapsed().as_secs_f64();
@@ -283,7 +346,18 @@ pub(super) async fn run(store: &dyn Store, args: ImportArgs) -> Result<Value, Fa
                 kind.name,
                 n as f64 / secs.max(1e-9)
             );
-            Ok(json!({"kind": kind.name, "records": n}))
+            let mut summary = json!({"kind": kind.name, "records": n});
+            if std::ptr::eq(kind, &records::USERS) {
+                let unknown = unknown_groups(store, &args.team, &r).await?;
+                if unknown["memberships"].as_u64() != Some(0) {
+                    eprintln!(
+                        "{} memberships name groups team {} does not have (e.g. {}): they count once the groups are imported",
+                        unknown["memberships"], args.team, unknown["examples"]
+                    );
+                }
+                summary["unknown_groups"] = unknown;
+            }
+            Ok(summary)
         }
         None => {
             let summary = match &r.io_error {

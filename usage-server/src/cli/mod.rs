@@ -6,10 +6,10 @@
 
 mod caps;
 mod import;
+mod serve;
 mod webhooks;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+pub use serve::ServeArgs;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
@@ -23,8 +23,6 @@ use crate::auth;
 fn permission_list(s: &str) -> Result<String, String> {
     auth::parse_permissions(s).map(|_| s.to_string())
 }
-use crate::auth::rate::RateConfig;
-use crate::http;
 use crate::store::{self, KeyRecord, NewTeam, Store, StoreError, StoreOps};
 
 /// The command line.
@@ -87,7 +85,8 @@ pub enum Command {
         #[arg(long, default_value = "csv", value_parser = parse_format)]
         format: usage_core::wire::export::Format,
     },
-    /// Print a team's cap audit log, oldest first, one JSON object a line.
+    /// Print a team's audit log (caps, billing, keys, the team's creation, webhooks), oldest
+    /// first, one JSON object a line.
     Audit {
         /// The team id.
         #[arg(long)]
@@ -112,58 +111,6 @@ pub enum Command {
         #[arg(long)]
         email: String,
     },
-}
-
-/// Flags of `serve`.
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Address to listen on (port 0 picks a free port).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
-    /// Fill an empty store with a demo team and print a fresh full-permission key.
-    #[arg(long)]
-    pub demo: bool,
-    /// Sustained requests per minute per key.
-    #[arg(long, default_value_t = 600)]
-    pub rate_per_minute: u32,
-    /// Requests a key may send at once.
-    #[arg(long, default_value_t = 60)]
-    pub rate_burst: u32,
-    /// Body limit of the query operations, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
-    pub max_body_bytes: usize,
-    /// Body limit of `Ingest`, in bytes.
-    #[arg(long, default_value_t = 16 << 20)]
-    pub max_ingest_bytes: usize,
-    /// Items of a whole `Analytics` answer, all its queries together.
-    #[arg(long, default_value_t = 100_000)]
-    pub max_result_items: usize,
-    /// Bytes of a whole `Analytics` answer, counted as its aliases and values (suffixes K,
-    /// M, G). Default: 64M.
-    #[arg(long, value_parser = parse_bytes)]
-    pub max_result_bytes: Option<usize>,
-    /// Queries computed at once, all teams together. Default: one per core (at least 2).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    pub query_slots: Option<u16>,
-    /// Queries of one team computed or being sent at once; a team's further queries wait
-    /// in its own queue. Default: half the query slots (at least 1).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    pub team_query_slots: Option<u16>,
-    /// Memory for the team-data cache of the teams served (SQLite and PostgreSQL), in
-    /// bytes (suffixes K, M, G: powers of 1024); a team that does not fit is answered
-    /// without it (SQL on PostgreSQL, a read of the team on SQLite), and 0 holds none.
-    /// Default: a quarter of the machine's memory.
-    #[arg(long, value_parser = parse_bytes)]
-    pub cache_bytes: Option<usize>,
-    /// Serve `GET /metrics` on this address only (default: on the API's address). It is
-    /// not authenticated: bind it where only the scraper reaches it.
-    #[arg(long)]
-    pub metrics_listen: Option<SocketAddr>,
-    /// Let webhooks use `http` URLs and send to loopback, private and link-local
-    /// addresses (tests, private deployments). Without it, such a URL is refused at
-    /// registration and a name that resolves to such an address fails each attempt.
-    #[arg(long)]
-    pub webhook_allow_private: bool,
 }
 
 fn parse_format(s: &str) -> Result<usage_core::wire::export::Format, String> {
@@ -212,40 +159,13 @@ async fn export(
         &res.query_results[0],
     );
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| format!("cannot write the export: {e}"))?;
-    Ok(())
-}
-
-/// The query slots of `serve`'s flags, the machine's defaults where a flag is not given.
-fn slots(pool: Option<u16>, per_team: Option<u16>) -> http::Slots {
-    let default = http::Slots::default();
-    let pool = pool.map_or(default.pool, usize::from);
-    http::Slots {
-        pool,
-        per_team: per_team.map_or((pool / 2).max(1), usize::from),
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        // A reader that stops early (`| head`) has what it wanted.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("cannot write the export: {e}").into())
+        }
+        _ => Ok(()),
     }
-}
-
-/// A size in bytes: digits, optionally followed by K, M or G (powers of 1024; `KiB`,
-/// `MiB`, `GiB` and `B` are read too).
-fn parse_bytes(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (n, unit) = t.split_at(digits);
-    let n: usize = n
-        .parse()
-        .map_err(|_| format!("`{s}` is no size: digits and an optional K, M or G"))?;
-    let shift = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 0,
-        "K" | "KB" | "KIB" => 10,
-        "M" | "MB" | "MIB" => 20,
-        "G" | "GB" | "GIB" => 30,
-        _ => return Err(format!("`{s}` is no size: the unit is K, M or G")),
-    };
-    n.checked_mul(1usize << shift)
-        .ok_or_else(|| format!("`{s}` is too large"))
 }
 
 /// `team …`.
@@ -265,6 +185,17 @@ pub enum TeamCommand {
         /// Prompt credits per seat.
         #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i64).range(0..))]
         credits_per_seat: i64,
+        /// Create it even when a team of this name exists (names need not be unique; by
+        /// default a second one is refused, as it is usually a mistake).
+        #[arg(long)]
+        allow_duplicate_name: bool,
+    },
+    /// List the teams, oldest first, one JSON object a line: `team_id`, `name`, `created`.
+    List,
+    /// Show one team: its name, plan, seats, credits, billing cycle and key counts.
+    Show {
+        /// The team id.
+        id: String,
     },
 }
 
@@ -288,6 +219,13 @@ pub enum KeyCommand {
         /// The key id.
         #[arg(long)]
         key_id: String,
+    },
+    /// List a team's keys, oldest first, one JSON object a line: `key_id`, `name`,
+    /// `permissions`, `created`, `revoked` (never the key itself).
+    List {
+        /// The team id.
+        #[arg(long)]
+        team: String,
     },
 }
 
@@ -356,22 +294,38 @@ pub fn main() -> i32 {
         }
     };
     match rt.block_on(run(cli)) {
-        Ok(out) => {
-            for line in out {
-                println!("{line}");
-            }
-            0
-        }
+        Ok(out) => print_lines(&out),
         Err(f) => {
-            for line in f.stdout {
-                println!("{line}");
-            }
+            print_lines(&f.stdout);
             eprintln!("usage-server: {}", f.summary.replace('\n', " "));
             for l in f.lines {
                 eprintln!("{l}");
             }
             1
         }
+    }
+}
+
+/// Prints lines on stdout; 0, or 1 when stdout fails. A reader that stops early (`| head`)
+/// is not an error: the rest is not printed and the command still exits 0.
+fn print_lines(lines: &[String]) -> i32 {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        if let Err(e) = writeln!(out, "{line}") {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return 0;
+            }
+            eprintln!("usage-server: cannot write to stdout: {e}");
+            return 1;
+        }
+    }
+    match out.flush() {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            eprintln!("usage-server: cannot write to stdout: {e}");
+            1
+        }
+        _ => 0,
     }
 }
 
@@ -389,10 +343,17 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
         },
         _ => store::CacheConfig::OFF,
     };
+    let creates = matches!(
+        cli.command,
+        Command::Serve(_) | Command::Migrate | Command::Team(TeamCommand::Create { .. })
+    );
+    if !creates && let Some(why) = store::missing_store(&cli.store) {
+        return Err(why.into());
+    }
     let store = store::open_with(&cli.store, cache).await?;
     let out = match cli.command {
         Command::Serve(args) => {
-            serve(store.clone(), args).await?;
+            serve::serve(store.clone(), args).await?;
             return Ok(Vec::new());
         }
         Command::Migrate => vec![json!({"migrations_applied": store.migrate().await?})],
@@ -420,7 +381,17 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
             plan,
             seats,
             credits_per_seat,
+            allow_duplicate_name,
         }) => {
+            if !allow_duplicate_name
+                && let Some(t) = store.teams().await?.into_iter().find(|t| t.name == name)
+            {
+                return Err(format!(
+                    "a team named `{name}` exists already ({}); pass --allow-duplicate-name to create another",
+                    t.id
+                )
+                .into());
+            }
             let t = store
                 .create_team(
                     NewTeam {
@@ -429,6 +400,7 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
                         seats,
                         credits_per_seat,
                     },
+                    store::CLI_ACTOR,
                     Timestamp::now(),
                 )
                 .await?;
@@ -440,11 +412,28 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
             name,
         }) => {
             let perms = auth::parse_permissions(&permissions)?;
-            let (key_id, service_key) = create_key(store.as_ref(), &team, name, perms).await?;
+            let (key_id, service_key) =
+                create_key(store.as_ref(), &team, name, perms, store::CLI_ACTOR).await?;
             vec![json!({"key_id": key_id, "service_key": service_key})]
         }
+        Command::Team(TeamCommand::List) => store
+            .teams()
+            .await?
+            .iter()
+            .map(|t| json!({"team_id": t.id, "name": t.name, "created": t.created.to_rfc3339()}))
+            .collect(),
+        Command::Team(TeamCommand::Show { id }) => vec![team_show(store.as_ref(), &id).await?],
+        Command::Key(KeyCommand::List { team }) => {
+            store.billing(&team).await?;
+            store
+                .keys(&team)
+                .await?
+                .iter()
+                .map(store::KeyListing::to_json)
+                .collect()
+        }
         Command::Key(KeyCommand::Revoke { key_id }) => {
-            store.revoke_key(&key_id).await?;
+            store.revoke_key(&key_id, store::CLI_ACTOR).await?;
             vec![json!({"key_id": key_id, "revoked": true})]
         }
         Command::Import(args) => vec![import::run(store.as_ref(), args).await?],
@@ -460,15 +449,7 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
             export(store.as_ref(), &team, &query, format).await?;
             Vec::new()
         }
-        Command::Audit { team } => {
-            store.billing(&team).await?;
-            store
-                .audit(&team)
-                .await?
-                .into_iter()
-                .map(|a| a.to_json())
-                .collect()
-        }
+        Command::Audit { team } => store::audit_log(store.as_ref(), &team).await?,
         Command::Cap(c) => caps::cap(store.as_ref(), c).await?,
         Command::Webhook(c) => webhooks::webhook(store.as_ref(), c).await?,
         Command::Credits(args) => caps::credits(store.as_ref(), args).await?,
@@ -484,6 +465,30 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
     };
     store.close().await?;
     Ok(out.into_iter().map(|v: Value| v.to_string()).collect())
+}
+
+/// `team show`: the team, its billing state (the fields of a `billing` record) and how many
+/// keys it has in force and revoked.
+async fn team_show(store: &dyn Store, id: &str) -> Result<Value, Failure> {
+    let Some(team) = store.teams().await?.into_iter().find(|t| t.id == id) else {
+        return Err(StoreError::UnknownTeam(id.to_string()).into());
+    };
+    let keys = store.keys(id).await?;
+    let revoked = keys.iter().filter(|k| k.revoked.is_some()).count();
+    let mut v = json!({
+        "team_id": team.id,
+        "name": team.name,
+        "created": team.created.to_rfc3339(),
+    });
+    if let (Value::Object(out), Value::Object(billing)) = (
+        &mut v,
+        store.billing(id).await?.current(Timestamp::now()).to_json(),
+    ) {
+        out.extend(billing);
+    }
+    v["keys"] = json!(keys.len() - revoked);
+    v["keys_revoked"] = json!(revoked);
+    Ok(v)
 }
 
 /// `backup`: copies an embedded store to `to` while it may be serving.
@@ -510,6 +515,7 @@ pub async fn create_key(
     team: &str,
     name: Option<String>,
     permissions: Vec<usage_core::schema::Permission>,
+    by: &str,
 ) -> Result<(String, String), Failure> {
     if permissions.is_empty() {
         return Err("give at least one permission".to_string().into());
@@ -517,114 +523,17 @@ pub async fn create_key(
     let (service_key, hash) = auth::new_key();
     let key_id = auth::new_id("key");
     store
-        .insert_key(KeyRecord {
-            key_id: key_id.clone(),
-            team_id: team.to_string(),
-            name,
-            hash,
-            permissions,
-            created: Timestamp::now(),
-        })
-        .await?;
-    Ok((key_id, service_key))
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers, run until killed.
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    tracing::info!("shutdown signal received; draining in-flight requests");
-}
-
-async fn serve(store: Arc<dyn Store>, args: ServeArgs) -> Result<(), Failure> {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_target(false)
-        .with_max_level(tracing::Level::INFO)
-        .try_init();
-    let demo = if args.demo {
-        let team = crate::demo::ensure(store.as_ref(), Timestamp::now()).await?;
-        let (_, key) = create_key(
-            store.as_ref(),
-            &team,
-            Some("demo".into()),
-            usage_core::schema::Permission::IDENTIFIERS
-                .iter()
-                .filter_map(|p| p.parse().ok())
-                .collect(),
+        .insert_key(
+            KeyRecord {
+                key_id: key_id.clone(),
+                team_id: team.to_string(),
+                name,
+                hash,
+                permissions,
+                created: Timestamp::now(),
+            },
+            by,
         )
         .await?;
-        Some(key)
-    } else {
-        None
-    };
-    store.preload().await?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    let metrics = match args.metrics_listen {
-        Some(m) => Some(
-            tokio::net::TcpListener::bind(m)
-                .await
-                .map_err(|e| format!("cannot listen on {m} (--metrics-listen): {e}"))?,
-        ),
-        None => None,
-    };
-    let mut line = json!({"listen": addr.to_string()});
-    if let Some(m) = &metrics {
-        let m = m
-            .local_addr()
-            .map_err(|e| format!("cannot read the metrics address: {e}"))?;
-        line["metrics_listen"] = json!(m.to_string());
-    }
-    if let Some(key) = demo {
-        line["service_key"] = json!(key);
-        line["curl"] = json!(crate::demo::curl(addr, &key));
-        line["dashboard"] = json!(crate::demo::dashboard_url(addr));
-    }
-    {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
-    }
-    let config = http::Config {
-        limits: Limits {
-            result_items: args.max_result_items,
-            result_bytes: args
-                .max_result_bytes
-                .unwrap_or(Limits::default().result_bytes),
-            ..Limits::default()
-        },
-        max_body_bytes: args.max_body_bytes,
-        max_ingest_bytes: args.max_ingest_bytes,
-        rate: RateConfig {
-            per_minute: args.rate_per_minute,
-            burst: args.rate_burst,
-        },
-        poll_interval: http::POLL_INTERVAL,
-        timeouts: http::Timeouts::default(),
-        slots: slots(args.query_slots, args.team_query_slots),
-        webhooks: crate::webhooks::Settings {
-            allow_private: args.webhook_allow_private,
-            ..crate::webhooks::Settings::default()
-        },
-    };
-    http::serve_with(store, config, listener, metrics, shutdown_signal()).await;
-    tracing::info!("stopped");
-    Ok(())
+    Ok((key_id, service_key))
 }

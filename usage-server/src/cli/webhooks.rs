@@ -77,7 +77,10 @@ pub async fn webhook(store: &dyn Store, command: WebhookCommand) -> Result<Vec<V
                 now,
             )
             .map_err(|(_, rule)| rule)?;
-            if !store.add_webhook(&team, hook.clone(), now).await? {
+            if !store
+                .add_webhook(&team, hook.clone(), crate::store::CLI_ACTOR, now)
+                .await?
+            {
                 return Err(format!(
                     "team {team} has {MAX_WEBHOOKS} webhooks, the most it may have: remove one first"
                 )
@@ -86,7 +89,10 @@ pub async fn webhook(store: &dyn Store, command: WebhookCommand) -> Result<Vec<V
             Ok(vec![hook.to_json(true)])
         }
         WebhookCommand::Remove { team, id } => {
-            if !store.remove_webhook(&team, &id).await? {
+            if !store
+                .remove_webhook(&team, &id, crate::store::CLI_ACTOR, Timestamp::now())
+                .await?
+            {
                 return Err(format!("team {team} has no webhook `{id}`").into());
             }
             Ok(vec![json!({"removed": id})])

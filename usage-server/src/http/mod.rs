@@ -213,11 +213,12 @@ fn metrics_routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = I
     warp::any()
         .and(warp::method())
         .and(warp::path::full())
-        .then(move |method: Method, path: FullPath| {
+        .and(warp::header::headers_cloned())
+        .then(move |method: Method, path: FullPath, headers: HeaderMap| {
             let app = app.clone();
             async move {
                 let answer = if path.as_str() == "/metrics" {
-                    metrics_response(&app, &method, path.as_str()).await
+                    metrics_response(&app, &method, path.as_str(), &headers).await
                 } else {
                     Err(ApiError::new(
                         Code::NotFound,
@@ -291,15 +292,13 @@ where
     };
     set_request_id(&mut res, &rid);
     let seconds = started.elapsed().as_secs_f64();
-    app.metrics.request(
-        endpoint_label(cx.op, path.as_str()),
-        res.status().as_u16(),
-        seconds,
-    );
+    // The log names the operation as the metrics do.
+    let op = metrics::label(cx.op, path.as_str());
+    app.metrics.request(op, res.status().as_u16(), seconds);
     tracing::info!(
         request_id = %rid,
         method = %method,
-        op = cx.op.map_or("-", Op::name),
+        op,
         team = cx.team.as_deref().unwrap_or("-"),
         status = res.status().as_u16(),
         latency_ms = seconds * 1000.0,
@@ -308,33 +307,29 @@ where
     res
 }
 
-/// The `operation` label of a request in the metrics: a fixed set, whatever the path.
-fn endpoint_label(op: Option<Op>, path: &str) -> &'static str {
-    match (op, path) {
-        (Some(op), _) => op.name(),
-        (None, "/healthz") => "healthz",
-        (None, "/metrics") => "metrics",
-        (None, "/openapi.json") => "openapi",
-        (None, p) if dashboard::asset(p).is_some() => "dashboard",
-        (None, p) if reference::asset(p).is_some() => "docs",
-        (None, p) => v2::label(p).unwrap_or("-"),
-    }
-}
-
-/// `GET /metrics` (and `HEAD`).
-async fn metrics_response(app: &App, method: &Method, path: &str) -> Result<Response, ApiError> {
+/// `GET /metrics` (and `HEAD`), in the format the `Accept` header asks for.
+async fn metrics_response(
+    app: &App,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
     if method != Method::GET && method != Method::HEAD {
         return Err(method_not_allowed(method, path, "GET, HEAD"));
     }
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = metrics::Format::negotiate(accept);
     let text = app
         .metrics
-        .render(app.store.as_ref(), app.gate.queries())
+        .render(app.store.as_ref(), app.gate.queries(), format)
         .await;
     let mut res = Response::new(text.into());
-    res.headers_mut().insert(
+    let h = res.headers_mut();
+    h.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(metrics::CONTENT_TYPE),
+        HeaderValue::from_static(format.content_type()),
     );
+    h.insert(header::VARY, HeaderValue::from_static("accept"));
     Ok(res)
 }
 
@@ -366,7 +361,7 @@ where
         };
     }
     if path == "/metrics" && app.metrics_on_api {
-        return metrics_response(app, method, path).await;
+        return metrics_response(app, method, path, headers).await;
     }
     if path == v2::preview::PATH {
         if method != Method::POST {

@@ -44,8 +44,9 @@ mod webhooks;
 /// The media type of JSON bodies.
 pub(super) const JSON: &str = "application/json";
 
-/// The media type of `GET /metrics` (without its parameters).
-const METRICS: &str = "application/openmetrics-text";
+/// The media types of `GET /metrics` (without their parameters): the Prometheus text
+/// format 0.0.4, and OpenMetrics when the scraper's `Accept` asks for it.
+const METRICS: [&str; 2] = ["text/plain", "application/openmetrics-text"];
 
 /// What a tool identifier is, in `Tool` and in a record's `tool`.
 const TOOL: &str = "A tool identifier of agent tool usage; records may carry others.";
@@ -162,16 +163,18 @@ pub fn endpoints() -> Vec<Endpoint> {
         methods: &["get", "head"],
         operation_id: "Metrics".into(),
         tag: "service",
-        summary: "Server metrics (OpenMetrics text).".into(),
+        summary: "Server metrics (Prometheus text format; OpenMetrics on request).".into(),
         description: "No key needed. Requests by operation and status, latencies, rate-limit \
-            refusals, records ingested and held. Not on the API's address when `serve \
+            refusals, records ingested and held, the build and the process. The Prometheus \
+            text format 0.0.4, or OpenMetrics 1.0 when `Accept` names \
+            `application/openmetrics-text`. Not on the API's address when `serve \
             --metrics-listen` gives it one of its own (404 there). Other methods: 405."
             .into(),
         request: None,
         ok: json!({"type": "string"}),
         errors: vec![],
-        media_type: METRICS,
-        also: vec![],
+        media_type: METRICS[0],
+        also: vec![(METRICS[1], json!({"type": "string"}))],
         parameters: vec![],
     });
     out.extend(Op::ALL.into_iter().map(op_endpoint));
@@ -322,7 +325,8 @@ fn operation(e: &Endpoint, method: &str) -> Value {
         })
     };
     let mut ok = ok;
-    for (media, schema) in &e.also {
+    // A HEAD answer has no body, so no media types.
+    for (media, schema) in e.also.iter().filter(|_| method != "head") {
         ok["content"][*media] = json!({"schema": schema});
     }
     match webhooks::STATUS

@@ -8,8 +8,8 @@
 //!   count fields and its distinct users, from an `Analytics` query grouped by `date`.
 //! - `GET /api/v2/users/activity?start=&end=[&group=][&limit=][&cursor=]` (`teams-read`): the
 //!   `UserPageAnalytics` rows of the period, by e-mail.
-//! - `GET /api/v2/audit?[limit=][&cursor=]` (`billing-read`): changes of caps and of
-//!   billing, oldest first.
+//! - `GET /api/v2/audit?[limit=][&cursor=]` (`billing-read`): the team's audit log (caps,
+//!   billing, keys, the team's creation, webhooks), oldest first.
 //! - `GET /api/v2/credits/users?[min_percent=][&limit=][&cursor=]` and
 //!   `GET /api/v2/credits/users/{email}` (`billing-read`): users' credits in the current
 //!   cycle against their caps, by e-mail (`v2/credits.rs`).
@@ -118,7 +118,19 @@ impl Endpoint {
     }
 }
 
-/// The `operation` label of a v2 path in the metrics (a fixed set).
+/// The `operation` labels of the v2 endpoints in the metrics (those of the webhooks are
+/// [`webhooks::LABELS`]).
+pub(super) const LABELS: [&str; 6] = [
+    "v2/usage/daily",
+    "v2/users/activity",
+    "v2/audit",
+    "v2/credits/users",
+    "v2/credits/user",
+    "v2/caps/preview",
+];
+
+/// The `operation` label of a v2 path in the metrics (one of [`LABELS`] or
+/// [`webhooks::LABELS`]).
 pub(super) fn label(path: &str) -> Option<&'static str> {
     if let Some(Ok(t)) = webhooks::Target::of(path) {
         return Some(t.label());
@@ -129,12 +141,12 @@ pub(super) fn label(path: &str) -> Option<&'static str> {
         None => ENDPOINTS.iter().find(|(p, _)| *p == path)?.1,
     };
     Some(match endpoint {
-        Endpoint::Daily => "v2/usage/daily",
-        Endpoint::Activity => "v2/users/activity",
-        Endpoint::Audit => "v2/audit",
-        Endpoint::Credits => "v2/credits/users",
-        Endpoint::UserCredits => "v2/credits/user",
-        Endpoint::Preview => "v2/caps/preview",
+        Endpoint::Daily => LABELS[0],
+        Endpoint::Activity => LABELS[1],
+        Endpoint::Audit => LABELS[2],
+        Endpoint::Credits => LABELS[3],
+        Endpoint::UserCredits => LABELS[4],
+        Endpoint::Preview => LABELS[5],
     })
 }
 
@@ -676,13 +688,13 @@ async fn activity(
 }
 
 async fn audit(app: &App, team: &str) -> Result<Vec<(Vec<String>, Value)>, ApiError> {
-    let entries = app.store.audit(team).await?;
+    let entries = crate::store::audit_log(app.store.as_ref(), team).await?;
     Ok(entries
         .into_iter()
         .enumerate()
         .map(|(i, a)| {
             // The log only grows: an entry's place is its key, zero-padded to sort as text.
-            (vec![format!("{i:020}")], a.to_json())
+            (vec![format!("{i:020}")], a)
         })
         .collect())
 }

@@ -38,8 +38,9 @@ use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyt
 
 use super::webhooks::{Attempt, Delivery, Outgoing, Webhook, WebhookStore};
 use super::{
-    AuditEntry, Billing, BillingStore, CacheStats, CapStore, KeyInfo, KeyRecord, NewTeam,
-    RecordStore, RecordStream, Store, StoreOps, StoreResult, Team, TeamStore, Token, UnreadableRow,
+    AuditEntry, Billing, BillingStore, CacheStats, CapStore, KeyInfo, KeyListing, KeyRecord,
+    NewTeam, RecordStore, RecordStream, Store, StoreOps, StoreResult, Team, TeamStore, Token,
+    UnreadableRow,
 };
 use crate::auth::rate::RateConfig;
 
@@ -238,8 +239,8 @@ macro_rules! delegate {
 
 delegate! {
     impl TeamStore {
-        async fn create_team(&self, team: NewTeam, now: Timestamp) -> StoreResult<Team> {
-            let r = self.inner.create_team(team, now).await;
+        async fn create_team(&self, team: NewTeam, by: &str, now: Timestamp) -> StoreResult<Team> {
+            let r = self.inner.create_team(team, by, now).await;
             self.invalidate(|c| c.teams = None);
             r
         }
@@ -253,9 +254,9 @@ delegate! {
             .await
         }
 
-        async fn insert_key(&self, key: KeyRecord) -> StoreResult<()> {
+        async fn insert_key(&self, key: KeyRecord, by: &str) -> StoreResult<()> {
             let hash = key.hash;
-            let r = self.inner.insert_key(key).await;
+            let r = self.inner.insert_key(key, by).await;
             self.invalidate(|c| {
                 c.unknown.remove(&hash);
             });
@@ -283,13 +284,15 @@ delegate! {
             .await
         }
 
-        async fn revoke_key(&self, key_id: &str) -> StoreResult<()> {
-            let r = self.inner.revoke_key(key_id).await;
+        async fn revoke_key(&self, key_id: &str, by: &str) -> StoreResult<()> {
+            let r = self.inner.revoke_key(key_id, by).await;
             self.invalidate(|c| c.keys.retain(|_, k| k.key_id != key_id));
             r
         }
     }
-    forward {}
+    forward {
+        async fn keys(&self, team: &str) -> StoreResult<Vec<KeyListing>>;
+    }
 }
 
 delegate! {
@@ -391,9 +394,9 @@ delegate! {
 delegate! {
     impl WebhookStore {}
     forward {
-        async fn add_webhook(&self, team: &str, hook: Webhook, now: Timestamp) -> StoreResult<bool>;
+        async fn add_webhook(&self, team: &str, hook: Webhook, by: &str, now: Timestamp) -> StoreResult<bool>;
         async fn webhooks(&self, team: &str) -> StoreResult<Vec<Webhook>>;
-        async fn remove_webhook(&self, team: &str, id: &str) -> StoreResult<bool>;
+        async fn remove_webhook(&self, team: &str, id: &str, by: &str, now: Timestamp) -> StoreResult<bool>;
         async fn deliveries(&self, team: &str, id: &str) -> StoreResult<Vec<Delivery>>;
         async fn alerting_teams(&self) -> StoreResult<Vec<String>>;
         async fn claim(&self, team: &str, now: Timestamp, lease: Timestamp, limit: usize) -> StoreResult<Vec<Outgoing>>;
@@ -489,14 +492,17 @@ mod tests {
 
     async fn key(s: &dyn Store, team: &str, id: &str) -> [u8; 32] {
         let hash = crate::auth::hash_key(id);
-        s.insert_key(KeyRecord {
-            key_id: id.into(),
-            team_id: team.into(),
-            name: None,
-            hash,
-            permissions: vec![Permission::AnalyticsRead],
-            created: Timestamp::now(),
-        })
+        s.insert_key(
+            KeyRecord {
+                key_id: id.into(),
+                team_id: team.into(),
+                name: None,
+                hash,
+                permissions: vec![Permission::AnalyticsRead],
+                created: Timestamp::now(),
+            },
+            "-",
+        )
         .await
         .unwrap();
         hash
@@ -558,7 +564,7 @@ mod tests {
             );
         }
         assert_eq!(server.inner_reads(), 1);
-        admin.revoke_key("key_a").await.unwrap();
+        admin.revoke_key("key_a", "-").await.unwrap();
         // Until the counter is checked the cache answers (the poller checks it every
         // 250 ms, and answers older than `max_age` are never used)...
         assert!(server.key_by_hash(&hash).await.unwrap().is_some());
@@ -631,7 +637,7 @@ mod tests {
         assert_eq!(s.key_by_hash(&hash).await.unwrap().unwrap().key_id, "key_b");
         assert_eq!(s.key_by_hash(&hash).await.unwrap().unwrap().key_id, "key_b");
         assert_eq!(s.inner_reads(), reads + 1);
-        s.revoke_key("key_b").await.unwrap();
+        s.revoke_key("key_b", "-").await.unwrap();
         assert_eq!(s.key_by_hash(&hash).await.unwrap(), None);
         let user = CapScope::User("a@x".into());
         assert_eq!(s.cap(&t, &CapScope::Team).await.unwrap(), None);

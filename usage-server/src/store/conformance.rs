@@ -70,6 +70,7 @@ pub(crate) async fn team(s: &dyn Store, name: &str, plan: Plan) -> String {
             seats: 5,
             credits_per_seat: 100,
         },
+        "-",
         now(),
     )
     .await
@@ -116,14 +117,17 @@ async fn people(s: &dyn Store, team: &str) {
 pub async fn keys(s: &dyn Store) {
     let t = team(s, "t", Plan::Enterprise).await;
     let hash = crate::auth::hash_key("usk_conformance");
-    s.insert_key(KeyRecord {
-        key_id: "key_1".into(),
-        team_id: t.clone(),
-        name: Some("n".into()),
-        hash,
-        permissions: vec![Permission::AnalyticsRead, Permission::BillingWrite],
-        created: now(),
-    })
+    s.insert_key(
+        KeyRecord {
+            key_id: "key_1".into(),
+            team_id: t.clone(),
+            name: Some("n".into()),
+            hash,
+            permissions: vec![Permission::AnalyticsRead, Permission::BillingWrite],
+            created: now(),
+        },
+        "-",
+    )
     .await
     .expect("key stored");
     let k = s.key_by_hash(&hash).await.expect("lookup").expect("found");
@@ -141,26 +145,83 @@ pub async fn keys(s: &dyn Store) {
             .expect("lookup"),
         None
     );
-    s.revoke_key("key_1").await.expect("revoked");
+    s.revoke_key("key_1", "-").await.expect("revoked");
     assert_eq!(s.key_by_hash(&hash).await.expect("lookup"), None);
     assert_eq!(
-        s.revoke_key("key_nope").await,
+        s.revoke_key("key_nope", "-").await,
         Err(StoreError::UnknownKey("key_nope".into()))
     );
     let err = s
-        .insert_key(KeyRecord {
-            key_id: "key_2".into(),
-            team_id: "team_nope".into(),
-            name: None,
-            hash: crate::auth::hash_key("usk_2"),
-            permissions: vec![Permission::TeamsRead],
-            created: now(),
-        })
+        .insert_key(
+            KeyRecord {
+                key_id: "key_2".into(),
+                team_id: "team_nope".into(),
+                name: None,
+                hash: crate::auth::hash_key("usk_2"),
+                permissions: vec![Permission::TeamsRead],
+                created: now(),
+            },
+            "-",
+        )
         .await;
     assert_eq!(err, Err(StoreError::UnknownTeam("team_nope".into())));
     let teams = s.teams().await.expect("teams");
     assert_eq!(teams.len(), 1);
     assert_eq!(teams[0].name, "t");
+
+    // The listing: never the hash; the revocation's time. A second revocation changes
+    // nothing, in the listing or in the log.
+    let listed = s.keys(&t).await.expect("keys");
+    assert_eq!(listed.len(), 1);
+    let revoked = listed[0].revoked.expect("revoked");
+    assert_eq!(
+        (&listed[0].key_id, &listed[0].name, listed[0].created),
+        (&"key_1".to_string(), &Some("n".to_string()), now())
+    );
+    assert_eq!(
+        listed[0].permissions,
+        [Permission::AnalyticsRead, Permission::BillingWrite]
+    );
+    s.revoke_key("key_1", "k9").await.expect("revoked again");
+    assert_eq!(s.keys(&t).await.expect("keys")[0].revoked, Some(revoked));
+    assert_eq!(s.keys("team_nope").await.expect("keys"), Vec::new());
+    let log = s.audit(&t).await.expect("log");
+    let got: Vec<(&str, serde_json::Value)> = log
+        .iter()
+        .map(|e| {
+            let v = e.to_json(None);
+            (
+                e.key_id.as_str(),
+                serde_json::json!([v["action"], v["scope"], v["new"]]),
+            )
+        })
+        .collect();
+    let mut state = serde_json::json!({"name": "t"});
+    if let (serde_json::Value::Object(out), serde_json::Value::Object(b)) = (
+        &mut state,
+        crate::store::Billing::new(Plan::Enterprise, 5, 100, now()).to_json(),
+    ) {
+        out.extend(b);
+    }
+    assert_eq!(
+        got,
+        [
+            (
+                "-",
+                serde_json::json!(["team.create", format!("team:{t}"), state])
+            ),
+            (
+                "-",
+                serde_json::json!(["key.create", "key:key_1",
+                    {"name": "n", "permissions": ["analytics-read", "billing-write"]}])
+            ),
+            ("-", serde_json::json!(["key.revoke", "key:key_1", null])),
+        ]
+    );
+    assert_eq!(
+        log[2].to_json(None)["old"],
+        serde_json::json!({"name": "n", "permissions": ["analytics-read", "billing-write"]})
+    );
 }
 
 /// Records: upserts by identity, queries scoped to the team, group restriction, the
@@ -368,9 +429,20 @@ pub async fn caps(s: &dyn Store) {
     assert_eq!(s.cap(&a, &user).await.expect("q"), None);
     // Team b has no caps.
     assert_eq!(s.cap(&b, &CapScope::Team).await.expect("q"), None);
-    assert!(s.audit(&b).await.expect("q").is_empty());
+    let created = |log: &[super::AuditEntry]| {
+        matches!(
+            log.first().map(|e| &e.change),
+            Some(Change::Admin {
+                action: super::AdminAction::TeamCreate,
+                ..
+            })
+        )
+    };
+    let log_b = s.audit(&b).await.expect("q");
+    assert!(log_b.len() == 1 && created(&log_b), "{log_b:?}");
     let log = s.audit(&a).await.expect("q");
-    let got: Vec<_> = log
+    assert!(created(&log), "{log:?}");
+    let got: Vec<_> = log[1..]
         .iter()
         .map(|e| match &e.change {
             Change::Cap { scope, old, new } => (e.key_id.as_str(), scope.label(), *old, *new),
@@ -437,6 +509,7 @@ pub async fn billing(s: &dyn Store) {
         .expect("import");
     let b3 = s.billing(&a).await.expect("q");
     let log = s.audit(&a).await.expect("q");
+    let log = &log[1..];
     let want = [
         ("-", b0, b1),
         ("key_b", b1, Billing { num_seats: 9, ..b1 }),
@@ -452,9 +525,11 @@ pub async fn billing(s: &dyn Store) {
     assert_eq!(got, want);
     assert_eq!(b3.num_seats, 12);
     assert_eq!(log[1].time, now());
-    assert_eq!(log[1].to_json()["scope"], "billing");
-    assert_eq!(log[1].to_json()["old"]["num_seats"], 5);
-    assert_eq!(log[1].to_json()["new"]["num_seats"], 9);
+    let entry = log[1].to_json(None);
+    assert_eq!(entry["action"], "billing.change");
+    assert_eq!(entry["scope"], "billing");
+    assert_eq!(entry["old"]["num_seats"], 5);
+    assert_eq!(entry["new"]["num_seats"], 9);
 }
 
 /// Identities at the longest the validator accepts (every text field of an identity at

@@ -17,16 +17,17 @@ use super::webhooks::{
     Attempt, Delivery, Emitted, Outgoing, Webhook, WebhookStore, emit, wants_credits,
 };
 use super::{
-    AuditEntry, Billing, BillingStore, CapStore, Change, IMPORT_ACTOR, KeyInfo, KeyRecord, NewTeam,
-    RecordStore, RecordStream, StoreError, StoreOps, StoreResult, Team, TeamStore, prepare,
-    terms_of,
+    AuditEntry, Billing, BillingStore, CapStore, Change, IMPORT_ACTOR, KeyInfo, KeyListing,
+    KeyRecord, NewTeam, RecordStore, RecordStream, StoreError, StoreOps, StoreResult, Team,
+    TeamStore, prepare, terms_of,
 };
 use usage_core::alerts::{DELIVERY_LOG, Known, MAX_WEBHOOKS};
 
 #[derive(Default)]
 struct Meta {
     teams: Vec<Team>,
-    keys: HashMap<String, (KeyRecord, bool)>,
+    /// Each key, with when it was revoked.
+    keys: HashMap<String, (KeyRecord, Option<Timestamp>)>,
     billing: HashMap<String, Billing>,
     caps: HashMap<(String, CapScope), i64>,
     audit: HashMap<String, Vec<AuditEntry>>,
@@ -48,6 +49,18 @@ struct Queued {
 }
 
 impl Meta {
+    /// Appends an entry to the team's audit log.
+    fn append_audit(&mut self, team: &str, by: &str, now: Timestamp, change: Change) {
+        self.audit
+            .entry(team.to_string())
+            .or_default()
+            .push(AuditEntry {
+                time: now,
+                key_id: by.to_string(),
+                change,
+            });
+    }
+
     /// Makes and queues the events of a write to `team` (contract section 12): `data` is
     /// the team's data after it, `audit` the cap change it made.
     fn alert(
@@ -211,7 +224,7 @@ impl MemoryStore {
 
 #[async_trait]
 impl TeamStore for MemoryStore {
-    async fn create_team(&self, team: NewTeam, now: Timestamp) -> StoreResult<Team> {
+    async fn create_team(&self, team: NewTeam, by: &str, now: Timestamp) -> StoreResult<Team> {
         let id = crate::auth::new_id("team");
         let t = Team {
             id: id.clone(),
@@ -220,10 +233,9 @@ impl TeamStore for MemoryStore {
         };
         let mut m = self.meta()?;
         m.teams.push(t.clone());
-        m.billing.insert(
-            id.clone(),
-            Billing::new(team.plan, team.seats, team.credits_per_seat, now),
-        );
+        let b = Billing::new(team.plan, team.seats, team.credits_per_seat, now);
+        m.append_audit(&id, by, now, Change::team_created(&id, &t.name, &b));
+        m.billing.insert(id.clone(), b);
         self.data
             .write()
             .map_err(poisoned)?
@@ -235,12 +247,13 @@ impl TeamStore for MemoryStore {
         Ok(self.meta()?.teams.clone())
     }
 
-    async fn insert_key(&self, key: KeyRecord) -> StoreResult<()> {
+    async fn insert_key(&self, key: KeyRecord, by: &str) -> StoreResult<()> {
         let mut m = self.meta()?;
         if !m.teams.iter().any(|t| t.id == key.team_id) {
             return Err(StoreError::UnknownTeam(key.team_id));
         }
-        m.keys.insert(key.key_id.clone(), (key, false));
+        m.append_audit(&key.team_id, by, key.created, Change::key_created(&key));
+        m.keys.insert(key.key_id.clone(), (key, None));
         Ok(())
     }
 
@@ -248,7 +261,7 @@ impl TeamStore for MemoryStore {
         let m = self.meta()?;
         Ok(m.keys
             .values()
-            .find(|(k, revoked)| !revoked && crate::auth::ct_eq(&k.hash, hash))
+            .find(|(k, revoked)| revoked.is_none() && crate::auth::ct_eq(&k.hash, hash))
             .map(|(k, _)| KeyInfo {
                 key_id: k.key_id.clone(),
                 team_id: k.team_id.clone(),
@@ -257,14 +270,39 @@ impl TeamStore for MemoryStore {
             }))
     }
 
-    async fn revoke_key(&self, key_id: &str) -> StoreResult<()> {
+    async fn revoke_key(&self, key_id: &str, by: &str) -> StoreResult<()> {
         let mut m = self.meta()?;
-        let k = m
+        let (k, revoked) = m
             .keys
             .get_mut(key_id)
             .ok_or_else(|| StoreError::UnknownKey(key_id.to_string()))?;
-        k.1 = true;
+        if revoked.is_some() {
+            return Ok(());
+        }
+        let now = Timestamp::now();
+        *revoked = Some(now);
+        let change = Change::key_revoked(key_id, k.name.as_deref(), &k.permissions);
+        let team = k.team_id.clone();
+        m.append_audit(&team, by, now, change);
         Ok(())
+    }
+
+    async fn keys(&self, team: &str) -> StoreResult<Vec<KeyListing>> {
+        let m = self.meta()?;
+        let mut keys: Vec<KeyListing> = m
+            .keys
+            .values()
+            .filter(|(k, _)| k.team_id == team)
+            .map(|(k, revoked)| KeyListing {
+                key_id: k.key_id.clone(),
+                name: k.name.clone(),
+                permissions: k.permissions.clone(),
+                created: k.created,
+                revoked: *revoked,
+            })
+            .collect();
+        keys.sort_by(|a, b| (a.created, &a.key_id).cmp(&(b.created, &b.key_id)));
+        Ok(keys)
     }
 }
 
@@ -414,7 +452,13 @@ impl CapStore for MemoryStore {
 
 #[async_trait]
 impl WebhookStore for MemoryStore {
-    async fn add_webhook(&self, team: &str, hook: Webhook, now: Timestamp) -> StoreResult<bool> {
+    async fn add_webhook(
+        &self,
+        team: &str,
+        hook: Webhook,
+        by: &str,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
         let mut m = self.meta()?;
         let d = self.team_in(&m, team)?;
         let hooks = m.hooks.entry(team.to_string()).or_default();
@@ -422,6 +466,8 @@ impl WebhookStore for MemoryStore {
             return Ok(false);
         }
         hooks.push(hook.clone());
+        m.append_audit(team, by, now, Change::webhook(&hook, true));
+        let hooks = m.hooks.entry(team.to_string()).or_default();
         // Only the new webhook learns: the others' state does not move.
         let others: Vec<Webhook> = std::mem::replace(hooks, vec![hook]);
         let learnt = m.alert(team, &*d.read().map_err(poisoned)?, None, now, false);
@@ -435,17 +481,23 @@ impl WebhookStore for MemoryStore {
         Ok(m.hooks.get(team).cloned().unwrap_or_default())
     }
 
-    async fn remove_webhook(&self, team: &str, id: &str) -> StoreResult<bool> {
+    async fn remove_webhook(
+        &self,
+        team: &str,
+        id: &str,
+        by: &str,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
         let mut m = self.meta()?;
         self.team_in(&m, team)?;
         let Some(hooks) = m.hooks.get_mut(team) else {
             return Ok(false);
         };
-        let before = hooks.len();
-        hooks.retain(|h| h.id != id);
-        if hooks.len() == before {
+        let Some(at) = hooks.iter().position(|h| h.id == id) else {
             return Ok(false);
-        }
+        };
+        let hook = hooks.remove(at);
+        m.append_audit(team, by, now, Change::webhook(&hook, false));
         m.known.remove(id);
         m.outbox.retain(|q| !(q.team == team && q.webhook_id == id));
         Ok(true)

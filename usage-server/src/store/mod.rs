@@ -11,6 +11,7 @@
 //! The durable stores are folders with one file per trait (`schema`, `teams`, `caps`,
 //! `billing`, `records`); what both do alike lives once, in `shared.rs`.
 
+mod audit;
 pub mod billing;
 pub mod cached;
 #[cfg(any(test, feature = "testing"))]
@@ -35,8 +36,11 @@ use usage_core::schema::{Permission, Plan};
 use usage_core::time::Timestamp;
 use usage_core::wire::{AgentAnalyticsResponse, AnalyticsResponse, UserPageAnalyticsResponse};
 
+pub use audit::{
+    AdminAction, AuditEntry, CLI_ACTOR, Change, DEMO_ACTOR, IMPORT_ACTOR, KeyListing, audit_log,
+};
 pub use billing::Billing;
-pub use open::{open, open_sqlite, open_with};
+pub use open::{missing_store, open, open_sqlite, open_with};
 pub use ops::{CacheConfig, CacheStats, StoreOps, Token};
 pub use webhooks::WebhookStore;
 
@@ -121,67 +125,6 @@ pub struct KeyInfo {
     pub permissions: Vec<Permission>,
 }
 
-/// What an audit entry records.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// A cap set or cleared at a scope.
-    Cap {
-        /// Where.
-        scope: CapScope,
-        /// The cap before (`None`: no cap).
-        old: Option<i64>,
-        /// The cap after.
-        new: Option<i64>,
-    },
-    /// The team's plan, seats, credits or cycle, changed by `billing` records (`Ingest`
-    /// or `import`; contract section 11).
-    Billing {
-        /// Before.
-        old: Billing,
-        /// After.
-        new: Billing,
-    },
-}
-
-/// One change of a cap or of the team's billing, in the team's audit log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditEntry {
-    /// When.
-    pub time: Timestamp,
-    /// The key that made it; [`IMPORT_ACTOR`] for `usage-server import`, `-` for a write
-    /// with no key (the demo, embedding code).
-    pub key_id: String,
-    /// What changed.
-    pub change: Change,
-}
-
-/// The `key_id` of the audit entries of `usage-server import`.
-pub const IMPORT_ACTOR: &str = "cli:import";
-
-impl AuditEntry {
-    /// The entry as `usage-server audit` prints it and `GET /api/v2/audit` answers it:
-    /// `time` (RFC 3339), `key_id`, `scope` (`team`, `group:ID`, `user:EMAIL`, or
-    /// `billing`), `old`, `new` (a cap, or for `billing` the state of
-    /// [`Billing::to_json`]).
-    pub fn to_json(&self) -> serde_json::Value {
-        let (scope, old, new) = match &self.change {
-            Change::Cap { scope, old, new } => (
-                scope.label(),
-                serde_json::json!(old),
-                serde_json::json!(new),
-            ),
-            Change::Billing { old, new } => ("billing".to_string(), old.to_json(), new.to_json()),
-        };
-        serde_json::json!({
-            "time": self.time.to_rfc3339(),
-            "key_id": self.key_id,
-            "scope": scope,
-            "old": old,
-            "new": new,
-        })
-    }
-}
-
 /// Records of one kind for a streaming import: `Err(())` marks a bad record (reported by
 /// the producer); after one, the store writes nothing and drains the rest.
 pub type RecordStream = Box<dyn Iterator<Item = Result<Record, ()>> + Send>;
@@ -191,15 +134,22 @@ pub type RecordStream = Box<dyn Iterator<Item = Result<Record, ()>> + Send>;
 pub trait TeamStore: Send + Sync {
     /// Creates a team with its plan and a first billing cycle from `now`'s day (00:00Z)
     /// to one month later.
-    async fn create_team(&self, team: NewTeam, now: Timestamp) -> StoreResult<Team>;
+    /// The new team's audit log records it ([`AdminAction::TeamCreate`]) as made by `by`.
+    async fn create_team(&self, team: NewTeam, by: &str, now: Timestamp) -> StoreResult<Team>;
     /// Every team, oldest first.
     async fn teams(&self) -> StoreResult<Vec<Team>>;
-    /// Stores a key ([`StoreError::UnknownTeam`] when its team does not exist).
-    async fn insert_key(&self, key: KeyRecord) -> StoreResult<()>;
+    /// Stores a key ([`StoreError::UnknownTeam`] when its team does not exist); its team's
+    /// audit log records it ([`AdminAction::KeyCreate`]) as made by `by`, in the same
+    /// transaction.
+    async fn insert_key(&self, key: KeyRecord, by: &str) -> StoreResult<()>;
     /// The active (not revoked) key with this SHA-256.
     async fn key_by_hash(&self, hash: &[u8; 32]) -> StoreResult<Option<KeyInfo>>;
-    /// Revokes a key ([`StoreError::UnknownKey`] when no key has the id).
-    async fn revoke_key(&self, key_id: &str) -> StoreResult<()>;
+    /// Revokes a key ([`StoreError::UnknownKey`] when no key has the id); the first
+    /// revocation is recorded in its team's audit log ([`AdminAction::KeyRevoke`]) as made
+    /// by `by`, a repeated one changes nothing.
+    async fn revoke_key(&self, key_id: &str, by: &str) -> StoreResult<()>;
+    /// The team's keys, revoked ones included, oldest first (never their hashes).
+    async fn keys(&self, team: &str) -> StoreResult<Vec<KeyListing>>;
 }
 
 /// Users, groups and usage records; answers plans.

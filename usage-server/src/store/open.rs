@@ -71,6 +71,16 @@ pub async fn open_sqlite(spec: &str) -> Option<Result<sqlite::SqliteStore, Strin
     )
 }
 
+/// Why a command that does not create stores cannot open this one: `Some` when the value
+/// names a SQLite file that does not exist (opening it would make an empty store). Only
+/// `serve`, `migrate` and `team create` create a SQLite store; every other command asks
+/// this first, so a misspelled path fails instead of reading an empty store.
+pub fn missing_store(spec: &str) -> Option<String> {
+    let path = sqlite_path(spec)?.ok()?;
+    (!std::path::Path::new(path).exists())
+        .then(|| format!("no store at {path} (create it with usage-server migrate)"))
+}
+
 /// The path of a `sqlite:` value; `None` when it names another store.
 fn sqlite_path(spec: &str) -> Option<Result<&str, String>> {
     let path = spec.strip_prefix("sqlite:")?;

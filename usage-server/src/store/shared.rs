@@ -13,7 +13,10 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::billing::NUMBERS;
-use super::{Billing, Change, KeyInfo, RecordStream, StoreError, StoreResult, UnreadableRow};
+use super::{
+    AdminAction, Billing, Change, KeyInfo, KeyListing, RecordStream, StoreError, StoreResult,
+    UnreadableRow,
+};
 
 /// The unreadable rows a store has met (contract section 11): each row (its team, kind
 /// and row) is logged at `ERROR` once, with the first reason met, and counted for
@@ -95,6 +98,17 @@ pub(crate) fn audit_columns(c: &Change) -> (&'static str, String, Option<i64>, O
             None,
             None,
         ),
+        Change::Admin {
+            action,
+            id,
+            old,
+            new,
+        } => (
+            action.as_str(),
+            serde_json::json!({"id": id, "old": old, "new": new}).to_string(),
+            None,
+            None,
+        ),
     }
 }
 
@@ -108,6 +122,17 @@ pub(crate) fn audit_change(
     old: Option<i64>,
     new: Option<i64>,
 ) -> StoreResult<Change> {
+    if let Some(action) = AdminAction::parse(kind) {
+        let v: serde_json::Value = serde_json::from_str(&value)
+            .map_err(|e| StoreError::Internal(format!("a {kind} audit entry: {e}")))?;
+        let state = |k: &str| Some(v.get(k)?.clone()).filter(|s| !s.is_null());
+        return Ok(Change::Admin {
+            action,
+            id: v["id"].as_str().unwrap_or_default().to_string(),
+            old: state("old"),
+            new: state("new"),
+        });
+    }
     if kind == "billing" {
         let v: serde_json::Value = serde_json::from_str(&value)
             .map_err(|e| StoreError::Internal(format!("a billing audit entry: {e}")))?;
@@ -147,11 +172,33 @@ pub(crate) fn key_info(
         key_id,
         team_id,
         hash,
-        permissions: permissions
-            .split(',')
-            .filter_map(|p| p.parse::<Permission>().ok())
-            .collect(),
+        permissions: permissions_of(permissions),
     })
+}
+
+/// A stored key's listing columns (`id`, `name`, `permissions`, `created`, `revoked`) as
+/// [`KeyListing`]; names that are no permission are dropped.
+pub(crate) fn key_listing(
+    key_id: String,
+    name: Option<String>,
+    permissions: &str,
+    created: i64,
+    revoked: Option<i64>,
+) -> KeyListing {
+    KeyListing {
+        key_id,
+        name,
+        permissions: permissions_of(permissions),
+        created: Timestamp(created),
+        revoked: revoked.map(Timestamp),
+    }
+}
+
+/// A key's permissions from `keys.permissions` (the inverse of [`permissions_text`]).
+pub(crate) fn permissions_of(text: &str) -> Vec<Permission> {
+    text.split(',')
+        .filter_map(|p| p.parse::<Permission>().ok())
+        .collect()
 }
 
 /// The column of the `billing` table that stores a field of `billing` records: its name,

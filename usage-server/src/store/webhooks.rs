@@ -170,7 +170,7 @@ pub fn emit(
             out.events.push(new_event(
                 &hook.id,
                 t,
-                alerts::body(t, now, entry.to_json()),
+                alerts::body(t, now, entry.event_json()),
             ));
         }
         if let Some(after) = after {
@@ -209,13 +209,33 @@ pub fn new_event(webhook_id: &str, event_type: EventType, body: String) -> NewEv
 pub trait WebhookStore: Send + Sync {
     /// Registers a webhook, with what it knows from the start (the thresholds already
     /// reached in this cycle, each user's access: nothing before it is told). `Ok(false)`
-    /// when the team has [`MAX_WEBHOOKS`](usage_core::alerts::MAX_WEBHOOKS) already.
-    async fn add_webhook(&self, team: &str, hook: Webhook, now: Timestamp) -> StoreResult<bool>;
+    /// when the team has [`MAX_WEBHOOKS`](usage_core::alerts::MAX_WEBHOOKS) already. The
+    /// team's audit log records it ([`AdminAction::WebhookAdd`]) as made by `by`, in the
+    /// same transaction.
+    ///
+    /// [`AdminAction::WebhookAdd`]: crate::store::AdminAction::WebhookAdd
+    async fn add_webhook(
+        &self,
+        team: &str,
+        hook: Webhook,
+        by: &str,
+        now: Timestamp,
+    ) -> StoreResult<bool>;
     /// The team's webhooks, oldest first.
     async fn webhooks(&self, team: &str) -> StoreResult<Vec<Webhook>>;
     /// Removes a webhook with its outbox and what it knew; `false` when the team has none
     /// with this id.
-    async fn remove_webhook(&self, team: &str, id: &str) -> StoreResult<bool>;
+    /// The removal is recorded in the team's audit log ([`AdminAction::WebhookRemove`]) as
+    /// made by `by`, in the same transaction.
+    ///
+    /// [`AdminAction::WebhookRemove`]: crate::store::AdminAction::WebhookRemove
+    async fn remove_webhook(
+        &self,
+        team: &str,
+        id: &str,
+        by: &str,
+        now: Timestamp,
+    ) -> StoreResult<bool>;
     /// The webhook's last [`DELIVERY_LOG`](usage_core::alerts::DELIVERY_LOG) events,
     /// newest first.
     async fn deliveries(&self, team: &str, id: &str) -> StoreResult<Vec<Delivery>>;

@@ -1,6 +1,7 @@
 //! The feature pages of docs/ run as written: every `sh` block of each page, run by
-//! `bash` with `curl`, against the real binary's `serve --demo`, with `BASE` and `KEY` set
-//! as the pages tell the reader to set them. A block fails the test when it exits non-zero
+//! `bash` with `curl`, against the real binary's `serve --demo`, with `BASE`, `KEY`,
+//! `STORE` and `TEAM` set as the pages tell the reader to set them and `usage-server` on
+//! the `PATH`, in a folder of its own. A block fails the test when it exits non-zero
 //! (the pages' commands use `curl -f`) or prints nothing.
 
 use std::process::Command;
@@ -10,12 +11,24 @@ use crate::process::Server;
 /// The pages whose `sh` blocks are checked, and what each block's output must contain.
 const PAGES: &[(&str, &[&str])] = &[
     (
+        "admin.md",
+        &[
+            "no store at usgae.db (create it with usage-server migrate)",
+            "\"plan\":\"enterprise\"",
+            "\"permissions\":[\"analytics-read\"",
+            "\"action\":\"team.create\"",
+        ],
+    ),
+    (
         "export.md",
         &["acceptances,lines,day\r\n", "{\"acceptances\":\""],
     ),
     (
         "metrics.md",
-        &["usage_store_records{kind=\"autocomplete\"}"],
+        &[
+            "usage_store_records{kind=\"autocomplete\"}",
+            "# TYPE usage_http_requests counter\n",
+        ],
     ),
     (
         "time-zones.md",
@@ -86,6 +99,13 @@ fn feature_pages_run_against_the_demo() {
     let store = format!("sqlite:{}", dir.path().join("demo.db").display());
     let s = Server::start(&store, &["--demo"], &dir.path().join("log"));
     let key = s.line["service_key"].as_str().unwrap();
+    let team = s.line["team_id"].as_str().unwrap();
+    let bin = std::path::Path::new(crate::process::BIN).parent().unwrap();
+    let search_path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     for (page, wants) in PAGES {
         let path = format!("{}/../docs/{page}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap();
@@ -96,6 +116,10 @@ fn feature_pages_run_against_the_demo() {
                 .args(["-euo", "pipefail", "-c", block])
                 .env("BASE", &s.base)
                 .env("KEY", key)
+                .env("STORE", &store)
+                .env("TEAM", team)
+                .env("PATH", &search_path)
+                .current_dir(dir.path())
                 .output()
                 .expect("bash runs");
             let stdout = String::from_utf8_lossy(&out.stdout);

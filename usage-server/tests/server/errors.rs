@@ -259,7 +259,7 @@ async fn unknown_and_revoked_keys_are_401(kind: TestStore) {
         .await
         .unwrap()
         .unwrap();
-    env.store.revoke_key(&info.key_id).await.unwrap();
+    env.store.revoke_key(&info.key_id, "-").await.unwrap();
     let r = env
         .post_as(&key, "GetUsageConfig", json!({"team_level": true}))
         .await;

@@ -10,6 +10,7 @@
 #[macro_use]
 mod common;
 
+mod admin;
 mod bounds;
 mod cli;
 mod crash;

@@ -838,7 +838,12 @@ async fn a_stale_claim_records_nothing(kind: TestStore) {
         now,
     )
     .unwrap();
-    assert!(store.add_webhook(team, hook.clone(), now).await.unwrap());
+    assert!(
+        store
+            .add_webhook(team, hook.clone(), "-", now)
+            .await
+            .unwrap()
+    );
     for cap in [5, 6] {
         store
             .change_cap(team, &CapScope::Team, CapAction::Set(cap), "t", now)
@@ -909,6 +914,43 @@ async fn a_stale_claim_records_nothing(kind: TestStore) {
     assert_eq!(
         (entry.attempts, entry.delivered, entry.next_attempt),
         (1, Some(later), None)
+    );
+    // Registration and removal are in the team's audit log, with who made them.
+    assert!(
+        store
+            .remove_webhook(team, &hook.id, "t2", later)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .remove_webhook(team, &hook.id, "t2", later)
+            .await
+            .unwrap()
+    );
+    let audit: Vec<(String, String, Value, Value)> = store
+        .audit(team)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.to_json(None))
+        .filter(|v| v["action"].as_str().unwrap().starts_with("webhook."))
+        .map(|v| {
+            (
+                v["action"].as_str().unwrap().to_string(),
+                v["key_id"].as_str().unwrap().to_string(),
+                v["old"]["url"].clone(),
+                v["new"]["url"].clone(),
+            )
+        })
+        .collect();
+    let url = json!("https://hooks.example.com/in");
+    assert_eq!(
+        audit,
+        vec![
+            ("webhook.add".into(), "-".into(), Value::Null, url.clone()),
+            ("webhook.remove".into(), "t2".into(), url, Value::Null),
+        ]
     );
 }
 on_every_store!(a_stale_claim_records_nothing);

@@ -55,7 +55,9 @@ fn openapi_has_every_operation_and_every_ref_resolves() {
             assert!(post["responses"][code].is_object(), "{} {code}", op.name());
         }
     }
-    assert!(crate::http::metrics::CONTENT_TYPE.starts_with(METRICS));
+    use crate::http::metrics::Format;
+    assert!(Format::Classic.content_type().starts_with(METRICS[0]));
+    assert!(Format::OpenMetrics.content_type().starts_with(METRICS[1]));
     let analytics = &doc["paths"]["/api/v1/Analytics"]["post"]["responses"]["200"]["content"];
     for f in usage_core::wire::export::Format::ALL {
         let media = f.content_type().split(';').next().unwrap();

@@ -149,20 +149,24 @@ pub(super) fn endpoints() -> Vec<Doc> {
             methods: &["get"],
             operation_id: "Audit".into(),
             tag: "billing",
-            summary: "Cap and billing changes, oldest first.".into(),
+            summary:
+                "The team's audit log (caps, billing, keys, the team, webhooks), oldest first."
+                    .into(),
             description: desc(Endpoint::Audit),
             request: None,
             ok: page(
                 "entries",
                 json!({
                     "type": "object",
-                    "required": ["time", "key_id", "scope", "old", "new"],
+                    "required": ["time", "action", "key_id", "key_name", "scope", "old", "new"],
                     "properties": {
                         "time": {"type": "string"},
-                        "key_id": {"type": "string"},
-                        "scope": {"type": "string", "description": "`team`, `group:ID` or `user:EMAIL` for a cap; `billing` for a change of plan, seats, credits or cycle."},
-                        "old": {"description": "The cap before (null: none), or for `billing` the state before.", "anyOf": [{"type": "integer"}, {"type": "null"}, {"$ref": "#/components/schemas/BillingState"}]},
-                        "new": {"description": "The cap after (null: none), or for `billing` the state after.", "anyOf": [{"type": "integer"}, {"type": "null"}, {"$ref": "#/components/schemas/BillingState"}]},
+                        "action": {"type": "string", "enum": audit_actions()},
+                        "key_id": {"type": "string", "description": "The key that made the change; `cli` (and `cli:import`, `cli:demo`) for the admin commands, `-` for code that embeds the store."},
+                        "key_name": {"type": ["string", "null"], "description": "That key's name (null: it has none); `cli` for the admin commands."},
+                        "scope": {"type": "string", "description": "`team`, `group:ID` or `user:EMAIL` for a cap; `billing` for a change of plan, seats, credits or cycle; `team:ID`, `key:ID` or `webhook:ID` for the team's creation, a key or a webhook."},
+                        "old": {"description": "The cap before (null: none), for `billing` the state before, for a key or webhook its state before (null: it did not exist).", "anyOf": [{"type": "integer"}, {"type": "null"}, {"$ref": "#/components/schemas/BillingState"}, {"type": "object"}]},
+                        "new": {"description": "The cap after (null: none), for `billing` the state after, for the team, a key or webhook its state after (null: revoked or removed).", "anyOf": [{"type": "integer"}, {"type": "null"}, {"$ref": "#/components/schemas/BillingState"}, {"type": "object"}]},
                     },
                 }),
             ),
@@ -340,4 +344,13 @@ pub(super) fn credits_schema(time: &Value) -> Value {
         "required": always.keys().collect::<Vec<_>>(),
         "properties": properties,
     })
+}
+
+/// The `action` of every audit entry: the caps', billing's and each [`AdminAction`]'s.
+///
+/// [`AdminAction`]: crate::store::AdminAction
+fn audit_actions() -> Vec<&'static str> {
+    let mut out = vec!["cap.change", "billing.change"];
+    out.extend(crate::store::AdminAction::ALL.map(crate::store::AdminAction::as_str));
+    out
 }

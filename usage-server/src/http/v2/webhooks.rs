@@ -25,6 +25,15 @@ use crate::store::webhooks::{Delivery, Webhook};
 /// The path of the list.
 pub const PATH: &str = "/api/v2/webhooks";
 
+/// The `operation` labels of the webhook endpoints in the metrics: the list, one webhook,
+/// its delivery log, its test delivery.
+pub(in crate::http) const LABELS: [&str; 4] = [
+    "v2/webhooks",
+    "v2/webhook",
+    "v2/webhook/deliveries",
+    "v2/webhook/test",
+];
+
 /// What a path under [`PATH`] names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(in crate::http) enum Target {
@@ -72,13 +81,13 @@ impl Target {
         }
     }
 
-    /// The `operation` label of the metrics.
+    /// The `operation` label of the metrics (one of [`LABELS`]).
     pub(in crate::http) fn label(&self) -> &'static str {
         match self {
-            Target::List => "v2/webhooks",
-            Target::One(_) => "v2/webhook",
-            Target::Deliveries(_) => "v2/webhook/deliveries",
-            Target::Test(_) => "v2/webhook/test",
+            Target::List => LABELS[0],
+            Target::One(_) => LABELS[1],
+            Target::Deliveries(_) => LABELS[2],
+            Target::Test(_) => LABELS[3],
         }
     }
 
@@ -248,7 +257,10 @@ pub(in crate::http) async fn answer(
         }
         Target::List => {
             let hook = registration(body, app.config.webhooks.allow_private, Timestamp::now())?;
-            if !store.add_webhook(team, hook.clone(), hook.created).await? {
+            if !store
+                .add_webhook(team, hook.clone(), &key.key_id, hook.created)
+                .await?
+            {
                 return Err(bad(
                     "url",
                     Rule::TooMany,
@@ -262,7 +274,10 @@ pub(in crate::http) async fn answer(
             Ok(res)
         }
         Target::One(id) => {
-            if !store.remove_webhook(team, &id).await? {
+            if !store
+                .remove_webhook(team, &id, &key.key_id, Timestamp::now())
+                .await?
+            {
                 return Err(not_found(&id));
             }
             let mut res = Response::new(Vec::<u8>::new().into());

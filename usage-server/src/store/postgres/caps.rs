@@ -7,26 +7,8 @@ use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
 use super::{PgStore, names, pg_err, unstorable};
-use crate::store::shared::{audit_change, audit_columns, scope_parts};
+use crate::store::shared::{audit_change, scope_parts};
 use crate::store::{AuditEntry, CapStore, Change, StoreError, StoreResult};
-
-/// Appends an entry to the team's audit log, in the caller's transaction.
-pub(super) async fn append_audit(
-    c: &impl GenericClient,
-    team: &str,
-    key_id: &str,
-    now: Timestamp,
-    change: &Change,
-) -> StoreResult<()> {
-    let (k, v, old, new) = audit_columns(change);
-    c.execute(
-        "INSERT INTO audit (team_id, time, key_id, scope_kind, scope_value, old, new) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        &[&team, &now.0, &key_id, &k, &v, &old, &new],
-    )
-    .await
-    .map_err(pg_err)?;
-    Ok(())
-}
 
 /// The cap set at exactly this scope (its two columns, from [`scope_parts`]).
 async fn cap_at(
@@ -112,7 +94,7 @@ impl CapStore for PgStore {
             old,
             new,
         };
-        append_audit(&tx, team, key_id, now, &change).await?;
+        super::append_audit(&tx, team, key_id, now, &change).await?;
         let entry = AuditEntry {
             time: now,
             key_id: key_id.to_string(),

@@ -155,7 +155,9 @@ async fn a_store_made_before_the_extension_is_converted_with_its_rows() {
     assert_every_table_is_a_citus_table(&citus_tables(&c, &schema.name).await);
     assert_eq!(totals(&store, &team).await, ("60".into(), "30".into()));
     assert_eq!(store.cap(&team, &CapScope::Team).await.unwrap(), Some(300));
-    assert_eq!(store.audit(&team).await.unwrap().len(), 1);
+    let log = store.audit(&team).await.unwrap();
+    assert_eq!(log.len(), 2, "the team's creation and the cap");
+    assert_eq!(log[1].to_json(None)["action"], "cap.change");
     // Writes go on: the same identities replaced, new ones added.
     store.ingest(&team, autocomplete(40, 3), now).await.unwrap();
     assert_eq!(totals(&store, &team).await, ("120".into(), "40".into()));

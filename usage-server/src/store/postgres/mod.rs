@@ -69,8 +69,10 @@ use deadpool_postgres::GenericClient;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::types::ToSql;
 
-use super::shared::{Unreadable, closed};
-use super::{CacheConfig, CacheStats, StoreError, StoreOps, StoreResult, Token, UnreadableRow};
+use super::shared::{Unreadable, audit_columns, closed};
+use super::{
+    CacheConfig, CacheStats, Change, StoreError, StoreOps, StoreResult, Token, UnreadableRow,
+};
 use expr::{Param, Statement};
 
 fn pg_err(e: tokio_postgres::Error) -> StoreError {
@@ -462,4 +464,22 @@ async fn read_caps(c: &impl GenericClient, team: &str) -> StoreResult<usage_core
             )
         },
     )))
+}
+
+/// Appends an entry to the team's audit log, in the caller's transaction.
+pub(crate) async fn append_audit(
+    c: &impl GenericClient,
+    team: &str,
+    key_id: &str,
+    now: usage_core::time::Timestamp,
+    change: &Change,
+) -> StoreResult<()> {
+    let (k, v, old, new) = audit_columns(change);
+    c.execute(
+        "INSERT INTO audit (team_id, time, key_id, scope_kind, scope_value, old, new) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[&team, &now.0, &key_id, &k, &v, &old, &new],
+    )
+    .await
+    .map_err(pg_err)?;
+    Ok(())
 }

@@ -265,7 +265,7 @@ impl PgStore {
             Self::write_billing(tx, team, &new).await?;
             if new != old {
                 let change = Change::Billing { old, new };
-                super::caps::append_audit(tx, team, key_id, now, &change).await?;
+                super::append_audit(tx, team, key_id, now, &change).await?;
             }
             tx.execute(names::BUMP_META, &[]).await.map_err(pg_err)?;
         } else {

@@ -122,6 +122,7 @@ pub(crate) async fn new_team(store: &PgStore) -> String {
                 seats: 1,
                 credits_per_seat: 1,
             },
+            "-",
             Timestamp(0),
         )
         .await
@@ -592,6 +593,7 @@ mod differential {
                             seats: 1,
                             credits_per_seat: 1,
                         },
+                        "-",
                         Timestamp(0),
                     ),
                 )

@@ -15,7 +15,7 @@ use crate::store::webhooks::{
     Attempt, Delivery, Outgoing, Webhook, WebhookStore, emit, events_text, subscription_from,
     thresholds_text, wants_credits,
 };
-use crate::store::{AuditEntry, StoreResult, terms_of};
+use crate::store::{AuditEntry, Change, StoreResult, terms_of};
 
 /// The tables of this file, each keyed by `team_id` first (distributed on Citus).
 pub(super) const TABLES: [&str; 4] = [
@@ -197,7 +197,13 @@ async fn alert_hooks(
 
 #[async_trait]
 impl WebhookStore for PgStore {
-    async fn add_webhook(&self, team: &str, hook: Webhook, now: Timestamp) -> StoreResult<bool> {
+    async fn add_webhook(
+        &self,
+        team: &str,
+        hook: Webhook,
+        by: &str,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(pg_err)?;
         Self::team_exists(&tx, team).await?;
@@ -234,6 +240,7 @@ impl WebhookStore for PgStore {
         .await
         .map_err(pg_err)?;
         alert_hooks(&tx, team, now, None, Some(&hook.id)).await?;
+        super::append_audit(&tx, team, by, now, &Change::webhook(&hook, true)).await?;
         tx.execute(names::BUMP_META, &[]).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)?;
         Ok(true)
@@ -245,23 +252,29 @@ impl WebhookStore for PgStore {
         read_hooks(&c, team, None).await
     }
 
-    async fn remove_webhook(&self, team: &str, id: &str) -> StoreResult<bool> {
+    async fn remove_webhook(
+        &self,
+        team: &str,
+        id: &str,
+        by: &str,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(pg_err)?;
         Self::team_exists(&tx, team).await?;
         tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&team])
             .await
             .map_err(pg_err)?;
-        let n = tx
-            .execute(
-                "DELETE FROM webhooks WHERE team_id = $1 AND id = $2",
-                &[&team, &id],
-            )
-            .await
-            .map_err(pg_err)?;
-        if n == 0 {
+        let Some(hook) = read_hooks(&tx, team, Some(id)).await?.pop() else {
             return Ok(false);
-        }
+        };
+        tx.execute(
+            "DELETE FROM webhooks WHERE team_id = $1 AND id = $2",
+            &[&team, &id],
+        )
+        .await
+        .map_err(pg_err)?;
+        super::append_audit(&tx, team, by, now, &Change::webhook(&hook, false)).await?;
         for table in &TABLES[1..] {
             tx.execute(
                 format!("DELETE FROM {table} WHERE team_id = $1 AND webhook_id = $2").as_str(),

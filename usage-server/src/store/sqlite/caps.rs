@@ -7,25 +7,8 @@ use usage_core::plan::{CapAction, CapScope};
 use usage_core::time::Timestamp;
 
 use super::{SqliteStore, bump, db_err, team_exists};
-use crate::store::shared::{audit_change, audit_columns, scope_parts};
+use crate::store::shared::{audit_change, scope_parts};
 use crate::store::{AuditEntry, CapStore, Change, StoreResult};
-
-/// Appends an entry to the team's audit log, in the caller's transaction.
-pub(super) fn append_audit(
-    conn: &Connection,
-    team: &str,
-    key_id: &str,
-    now: Timestamp,
-    change: &Change,
-) -> StoreResult<()> {
-    let (k, v, old, new) = audit_columns(change);
-    conn.execute(
-        "INSERT INTO audit (team_id, time, key_id, scope_kind, scope_value, old, new) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![team, now.0, key_id, k, v, old, new],
-    )
-    .map_err(db_err)?;
-    Ok(())
-}
 
 /// The cap set at exactly this scope (its two columns, from [`scope_parts`]).
 fn cap_at(conn: &Connection, team: &str, (k, v): (&str, &str)) -> StoreResult<Option<i64>> {
@@ -88,7 +71,7 @@ impl CapStore for SqliteStore {
                     }
                 };
                 let change = Change::Cap { scope, old, new };
-                append_audit(&tx, &team, &key_id, now, &change)?;
+                super::append_audit(&tx, &team, &key_id, now, &change)?;
                 let entry = AuditEntry {
                     time: now,
                     key_id,

@@ -39,9 +39,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction};
 
-use super::shared::{Unreadable, closed, poisoned};
+use super::shared::{Unreadable, audit_columns, closed, poisoned};
 use super::team_cache::{TeamCache, TeamSource};
-use super::{CacheConfig, CacheStats, StoreError, StoreOps, StoreResult, UnreadableRow};
+use super::{CacheConfig, CacheStats, Change, StoreError, StoreOps, StoreResult, UnreadableRow};
 use records::Loader;
 use schema::apply_migrations;
 
@@ -456,4 +456,21 @@ fn read_caps(conn: &Connection, team: &str) -> StoreResult<usage_core::credits::
         entries.push((crate::store::shared::scope_from(&kind, value), cap));
     }
     Ok(usage_core::credits::Caps::from_entries(entries))
+}
+
+/// Appends an entry to the team's audit log, in the caller's transaction.
+pub(crate) fn append_audit(
+    conn: &Connection,
+    team: &str,
+    key_id: &str,
+    now: usage_core::time::Timestamp,
+    change: &Change,
+) -> StoreResult<()> {
+    let (k, v, old, new) = audit_columns(change);
+    conn.execute(
+        "INSERT INTO audit (team_id, time, key_id, scope_kind, scope_value, old, new) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        rusqlite::params![team, now.0, key_id, k, v, old, new],
+    )
+    .map_err(db_err)?;
+    Ok(())
 }

@@ -390,7 +390,7 @@ impl Inner {
             write_billing(&tx, team, &new)?;
             if new != old {
                 let change = Change::Billing { old, new };
-                super::caps::append_audit(&tx, team, key_id, now, &change)?;
+                super::append_audit(&tx, team, key_id, now, &change)?;
             }
             super::webhooks::alert(self, &tx, team, now, None)?;
             bump(&tx)?;

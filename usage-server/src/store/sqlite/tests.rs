@@ -85,6 +85,7 @@ async fn another_process_sees_writes_after_refresh() {
                 seats: 1,
                 credits_per_seat: 1,
             },
+            "-",
             Timestamp::now(),
         )
         .await
@@ -126,6 +127,7 @@ async fn files_it_creates_are_private() {
             seats: 1,
             credits_per_seat: 500,
         },
+        "-",
         Timestamp::now(),
     )
     .await
@@ -164,6 +166,7 @@ async fn reads_never_wait_behind_a_write_waiting_for_the_lock() {
                 seats: 2,
                 credits_per_seat: 10,
             },
+            "-",
             Timestamp::now(),
         )
         .await

@@ -13,12 +13,12 @@ use usage_core::time::Timestamp;
 use super::billing::read_billing;
 
 use super::segments::{self, Position};
-use super::{Inner, SqliteStore, db_err, team_exists};
+use super::{Inner, SqliteStore, append_audit, db_err, team_exists};
 use crate::store::webhooks::{
     Attempt, Delivery, Outgoing, Webhook, WebhookStore, emit, events_text, subscription_from,
     thresholds_text, wants_credits,
 };
-use crate::store::{AuditEntry, StoreResult, terms_of};
+use crate::store::{AuditEntry, Change, StoreResult, terms_of};
 
 /// The team's webhooks, oldest first (`only`: that one alone).
 fn read_hooks(conn: &Connection, team: &str, only: Option<&str>) -> StoreResult<Vec<Webhook>> {
@@ -172,8 +172,14 @@ fn alert_hooks(
 
 #[async_trait]
 impl WebhookStore for SqliteStore {
-    async fn add_webhook(&self, team: &str, hook: Webhook, now: Timestamp) -> StoreResult<bool> {
-        let team = team.to_string();
+    async fn add_webhook(
+        &self,
+        team: &str,
+        hook: Webhook,
+        by: &str,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let (team, by) = (team.to_string(), by.to_string());
         self.blocking(move |i| {
             i.with(|conn| {
                 let tx = conn
@@ -205,6 +211,7 @@ impl WebhookStore for SqliteStore {
                 )
                 .map_err(db_err)?;
                 alert_hooks(i, &tx, &team, now, None, Some(&hook.id))?;
+                append_audit(&tx, &team, &by, now, &Change::webhook(&hook, true))?;
                 tx.commit().map_err(db_err)?;
                 Ok(true)
             })
@@ -223,20 +230,29 @@ impl WebhookStore for SqliteStore {
         .await
     }
 
-    async fn remove_webhook(&self, team: &str, id: &str) -> StoreResult<bool> {
-        let (team, id) = (team.to_string(), id.to_string());
+    async fn remove_webhook(
+        &self,
+        team: &str,
+        id: &str,
+        by: &str,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let (team, id, by) = (team.to_string(), id.to_string(), by.to_string());
         self.blocking(move |i| {
             i.with(|conn| {
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(db_err)?;
                 team_exists(&tx, &team)?;
-                let n = tx
-                    .execute(
-                        "DELETE FROM webhooks WHERE team_id = ?1 AND id = ?2",
-                        params![team, id],
-                    )
-                    .map_err(db_err)?;
+                let Some(hook) = read_hooks(&tx, &team, Some(&id))?.pop() else {
+                    return Ok(false);
+                };
+                append_audit(&tx, &team, &by, now, &Change::webhook(&hook, false))?;
+                tx.execute(
+                    "DELETE FROM webhooks WHERE team_id = ?1 AND id = ?2",
+                    params![team, id],
+                )
+                .map_err(db_err)?;
                 for table in ["webhook_fired", "webhook_access", "webhook_outbox"] {
                     tx.execute(
                         &format!("DELETE FROM {table} WHERE team_id = ?1 AND webhook_id = ?2"),
@@ -245,7 +261,7 @@ impl WebhookStore for SqliteStore {
                     .map_err(db_err)?;
                 }
                 tx.commit().map_err(db_err)?;
-                Ok(n > 0)
+                Ok(true)
             })
         })
         .await

@@ -104,7 +104,7 @@ async fn new_team(store: &dyn Store) -> String {
         seats: 1,
         credits_per_seat: 1,
     };
-    store.create_team(team, Timestamp(0)).await.unwrap().id
+    store.create_team(team, "-", Timestamp(0)).await.unwrap().id
 }
 
 /// Teams answer alike from a cache holding all of them, from one whose budget holds
