@@ -202,7 +202,7 @@ async fn metrics_on_their_own_listener() {
 
 /// The `operation` labels, in the order of the scrape (sorted): every operation, v2
 /// endpoint and other endpoint, and `-`.
-const OPERATIONS: [&str; 22] = [
+const OPERATIONS: [&str; 23] = [
     "-",
     "AgentAnalytics",
     "Analytics",
@@ -212,6 +212,7 @@ const OPERATIONS: [&str; 22] = [
     "UsageConfig",
     "UserPageAnalytics",
     "dashboard",
+    "docs",
     "healthz",
     "metrics",
     "openapi",
@@ -481,7 +482,7 @@ async fn scrapers_read_every_family(store: TestStore) {
         let (limited, zero) = label_values(&parsed, "usage_rate_limited", "operation");
         let keyed: Vec<&str> = OPERATIONS
             .into_iter()
-            .filter(|o| !["-", "dashboard", "healthz", "metrics", "openapi"].contains(o))
+            .filter(|o| !["-", "dashboard", "docs", "healthz", "metrics", "openapi"].contains(o))
             .collect();
         assert_eq!(
             (limited, zero),

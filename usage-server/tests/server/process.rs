@@ -180,7 +180,10 @@ async fn acknowledged_caps_survive_sigkill() {
         s.kill9();
         expected = Some(value);
     }
-    let audit = ok_lines(&f.store, &["audit", "--team", &f.team]);
+    let audit: Vec<Value> = ok_lines(&f.store, &["audit", "--team", &f.team])
+        .into_iter()
+        .filter(|e| e["action"] == "cap.change")
+        .collect();
     assert_eq!(audit.len(), 20);
     assert_eq!(audit[19]["new"], json!(expected.unwrap()));
 }
@@ -337,7 +340,11 @@ async fn serve_demo_prints_a_working_curl_command() {
         .map(String::as_str)
         .collect();
     fields.sort_unstable();
-    assert_eq!(fields, ["curl", "dashboard", "listen", "service_key"]);
+    assert_eq!(
+        fields,
+        ["curl", "dashboard", "listen", "service_key", "team_id"]
+    );
+    assert!(s.line["team_id"].as_str().unwrap().starts_with("team_"));
     // Run the printed command's request: its URL and its -d body.
     let url = curl
         .split_whitespace()
