@@ -48,6 +48,27 @@ struct Queued {
     log: Delivery,
 }
 
+/// Deletes the webhook's finished events (delivered or given up) older than its last
+/// [`DELIVERY_LOG`] (docs/decisions.md, "Webhooks and their events").
+fn prune(outbox: &mut Vec<Queued>, team: &str, webhook_id: &str) {
+    let of = |q: &Queued| q.team == team && q.webhook_id == webhook_id;
+    let Some((cut, _)) = outbox
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, q)| of(q))
+        .nth(DELIVERY_LOG - 1)
+    else {
+        return;
+    };
+    let mut i = 0;
+    outbox.retain(|q| {
+        let keep = i >= cut || !of(q) || q.log.next_attempt.is_some();
+        i += 1;
+        keep
+    });
+}
+
 impl Meta {
     /// Appends an entry to the team's audit log.
     fn append_audit(&mut self, team: &str, by: &str, now: Timestamp, change: Change) {
@@ -594,6 +615,9 @@ impl WebhookStore for MemoryStore {
             if attempt.error.is_none() {
                 q.log.delivered = Some(now);
             }
+            if attempt.next.is_none() {
+                prune(&mut m.outbox, team, webhook_id);
+            }
         }
         Ok(())
     }
@@ -646,5 +670,18 @@ mod tests {
                 as std::sync::Arc<dyn crate::store::Store>
         })
         .await;
+    }
+
+    #[tokio::test]
+    async fn finished_deliveries_are_pruned() {
+        let s = super::MemoryStore::new();
+        let (team, id) = super::super::conformance::finished_deliveries_are_pruned(&s).await;
+        let m = s.meta().unwrap();
+        let held = m
+            .outbox
+            .iter()
+            .filter(|q| q.team == team && q.webhook_id == id)
+            .count();
+        assert_eq!(held, usage_core::alerts::DELIVERY_LOG + 1);
     }
 }

@@ -254,7 +254,9 @@ pub trait WebhookStore: Send + Sync {
         limit: usize,
     ) -> StoreResult<Vec<Outgoing>>;
     /// Records an attempt of a claimed event, while the event is still under the claim
-    /// that made it ([`Attempt::claimed`]).
+    /// that made it ([`Attempt::claimed`]). An attempt that finishes its event (no
+    /// [`Attempt::next`]) deletes the webhook's finished events older than its last
+    /// [`DELIVERY_LOG`](usage_core::alerts::DELIVERY_LOG).
     async fn attempted(
         &self,
         team: &str,

@@ -218,6 +218,32 @@ async fn conformance_on(engine: Engine) {
     drop(keep);
 }
 
+/// Finished deliveries past a webhook's last 100 leave the table, on PostgreSQL and on
+/// Citus (where the pruning statement must route to the team's shard).
+#[tokio::test]
+async fn finished_deliveries_are_pruned() {
+    for engine in [Engine::Postgres, Engine::Citus] {
+        let schema = Schema::on(engine, "prune").await;
+        let s = PgStore::open(&schema.url()).await.unwrap();
+        let (team, id) = crate::store::conformance::finished_deliveries_are_pruned(&s).await;
+        let held: i64 = schema
+            .client()
+            .await
+            .query_one(
+                "SELECT COUNT(*) FROM webhook_outbox WHERE team_id = $1 AND webhook_id = $2",
+                &[&team, &id],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            held,
+            usage_core::alerts::DELIVERY_LOG as i64 + 1,
+            "{engine:?}"
+        );
+    }
+}
+
 #[test]
 fn ddl_is_pinned() {
     // Migrations are generated from the record tables; a change of a table must come as a

@@ -195,6 +195,13 @@ async fn alert_hooks(
     Ok(())
 }
 
+/// Deletes a webhook's finished events (delivered or given up) older than its last
+/// [`DELIVERY_LOG`]: `$3` is `DELIVERY_LOG - 1`, the offset of the oldest one kept. Both
+/// parts name the team, so Citus routes it to the team's shard.
+const PRUNE: &str = "DELETE FROM webhook_outbox WHERE team_id = $1 AND webhook_id = $2 AND next_attempt IS NULL \
+     AND seq < (SELECT seq FROM webhook_outbox WHERE team_id = $1 AND webhook_id = $2 \
+     ORDER BY seq DESC LIMIT 1 OFFSET $3)";
+
 #[async_trait]
 impl WebhookStore for PgStore {
     async fn add_webhook(
@@ -411,6 +418,11 @@ impl WebhookStore for PgStore {
         )
         .await
         .map_err(pg_err)?;
+        if attempt.next.is_none() {
+            c.execute(PRUNE, &[&team, &webhook_id, &(DELIVERY_LOG as i64 - 1)])
+                .await
+                .map_err(pg_err)?;
+        }
         Ok(())
     }
 }

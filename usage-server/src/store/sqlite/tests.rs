@@ -37,6 +37,24 @@ async fn conformance() {
     .await;
 }
 
+/// Finished deliveries past a webhook's last 100 leave the file.
+#[tokio::test]
+async fn finished_deliveries_are_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.db");
+    let s = SqliteStore::open(&p).await.unwrap();
+    let (team, id) = super::super::conformance::finished_deliveries_are_pruned(&s).await;
+    let held: i64 = rusqlite::Connection::open(&p)
+        .unwrap()
+        .query_row(
+            "SELECT COUNT(*) FROM webhook_outbox WHERE team_id = ?1 AND webhook_id = ?2",
+            rusqlite::params![team, id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(held, usage_core::alerts::DELIVERY_LOG as i64 + 1);
+}
+
 /// The store contract, with a cache that holds no team: every query reads its team.
 #[tokio::test]
 async fn conformance_without_a_cache() {

@@ -170,6 +170,12 @@ fn alert_hooks(
     Ok(())
 }
 
+/// Deletes a webhook's finished events (delivered or given up) older than its last
+/// [`DELIVERY_LOG`]: `?3` is `DELIVERY_LOG - 1`, the offset of the oldest one kept.
+const PRUNE: &str = "DELETE FROM webhook_outbox WHERE team_id = ?1 AND webhook_id = ?2 AND next_attempt IS NULL \
+     AND rowid < (SELECT rowid FROM webhook_outbox WHERE team_id = ?1 AND webhook_id = ?2 \
+     ORDER BY rowid DESC LIMIT 1 OFFSET ?3)";
+
 #[async_trait]
 impl WebhookStore for SqliteStore {
     async fn add_webhook(
@@ -402,6 +408,10 @@ impl WebhookStore for SqliteStore {
                     ],
                 )
                 .map_err(db_err)?;
+                if attempt.next.is_none() {
+                    conn.execute(PRUNE, params![team, webhook_id, DELIVERY_LOG as i64 - 1])
+                        .map_err(db_err)?;
+                }
                 Ok(())
             })
         })
