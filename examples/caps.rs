@@ -42,6 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 plan: Plan::Enterprise,
                 seats: 3,
                 credits_per_seat: 500,
+                unique_name: false,
             },
             "-",
             Timestamp::now(),

@@ -74,6 +74,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 plan: Plan::Enterprise,
                 seats: 1,
                 credits_per_seat: 1,
+                unique_name: false,
             },
             "-",
             Timestamp::now(),

@@ -430,6 +430,7 @@ pub async fn ensure(store: &dyn Store, now: Timestamp) -> StoreResult<String> {
                 plan: Plan::Enterprise,
                 seats: DEMO_USERS as i64,
                 credits_per_seat: 500,
+                unique_name: false,
             },
             DEMO_ACTOR,
             now,

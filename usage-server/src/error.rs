@@ -229,6 +229,11 @@ impl From<StoreError> for ApiError {
                 Code::Internal,
                 format!("internal error: key `{k}` is not stored"),
             ),
+            // No operation creates teams: only `team create` meets this.
+            StoreError::NameTaken { name, id } => ApiError::new(
+                Code::Internal,
+                format!("internal error: a team named `{name}` exists already ({id})"),
+            ),
             StoreError::Invalid(v) => ApiError::invalid(&v),
             StoreError::Eval(e) => e.into(),
         }

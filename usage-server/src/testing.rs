@@ -47,6 +47,7 @@ pub async fn add_team(store: &dyn Store, name: &str, plan: Plan) -> String {
                 plan,
                 seats: 12,
                 credits_per_seat: 500,
+                unique_name: false,
             },
             "-",
             Timestamp::now(),

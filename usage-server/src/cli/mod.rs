@@ -383,15 +383,6 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
             credits_per_seat,
             allow_duplicate_name,
         }) => {
-            if !allow_duplicate_name
-                && let Some(t) = store.teams().await?.into_iter().find(|t| t.name == name)
-            {
-                return Err(format!(
-                    "a team named `{name}` exists already ({}); pass --allow-duplicate-name to create another",
-                    t.id
-                )
-                .into());
-            }
             let t = store
                 .create_team(
                     NewTeam {
@@ -399,11 +390,18 @@ pub async fn run(cli: Cli) -> Result<Vec<String>, Failure> {
                         plan,
                         seats,
                         credits_per_seat,
+                        unique_name: !allow_duplicate_name,
                     },
                     store::CLI_ACTOR,
                     Timestamp::now(),
                 )
-                .await?;
+                .await
+                .map_err(|e| match e {
+                    StoreError::NameTaken { .. } => Failure::from(format!(
+                        "{e}; pass --allow-duplicate-name to create another"
+                    )),
+                    e => e.into(),
+                })?;
             vec![json!({"team_id": t.id})]
         }
         Command::Key(KeyCommand::Create {

@@ -3,6 +3,8 @@
 //! (`sqlite/tests.rs`) and PostgreSQL (`postgres/tests.rs`) stores run it in their tests;
 //! a new store runs it too.
 
+pub mod webhooks;
+
 use serde_json::json;
 use usage_core::JsonPath;
 use usage_core::credits::Caps;
@@ -16,7 +18,6 @@ use usage_core::wire::AnalyticsRequest;
 use usage_core::wire::decode::decode;
 
 use super::{Billing, Change, KeyRecord, NewTeam, Store, StoreError, effective_cap};
-use usage_core::alerts::DELIVERY_LOG;
 
 fn now() -> Timestamp {
     Timestamp::parse_rfc3339("2025-05-20T10:00:00Z").expect("a time")
@@ -70,6 +71,7 @@ pub(crate) async fn team(s: &dyn Store, name: &str, plan: Plan) -> String {
             plan,
             seats: 5,
             credits_per_seat: 100,
+            unique_name: false,
         },
         "-",
         now(),
@@ -591,80 +593,58 @@ pub async fn long_identities(s: &dyn Store) {
     assert_eq!(s.ingest(&t, b, now()).await.expect("stored"), 1);
 }
 
+/// A creation with `unique_name` is refused when a team of the name exists (naming the
+/// oldest); without it the name may repeat; eight at once with it make one team.
+pub async fn team_names(s: &dyn Store) {
+    let new = |name: &str, unique_name| NewTeam {
+        name: name.into(),
+        plan: Plan::Enterprise,
+        seats: 1,
+        credits_per_seat: 1,
+        unique_name,
+    };
+    let a = s
+        .create_team(new("acme", true), "-", now())
+        .await
+        .expect("created");
+    match s.create_team(new("acme", true), "-", now()).await {
+        Err(StoreError::NameTaken { name, id }) => {
+            assert_eq!((name, id), ("acme".into(), a.id.clone()))
+        }
+        other => panic!("{other:?}"),
+    }
+    let b = s
+        .create_team(new("acme", false), "-", now())
+        .await
+        .expect("a second acme");
+    assert_ne!(a.id, b.id);
+    let at_once = futures_util::future::join_all(
+        (0..8).map(|_| s.create_team(new("zeta", true), "-", now())),
+    )
+    .await;
+    assert_eq!(at_once.iter().filter(|r| r.is_ok()).count(), 1);
+    assert!(
+        at_once
+            .iter()
+            .all(|r| matches!(r, Ok(_) | Err(StoreError::NameTaken { .. })))
+    );
+    let mut names: Vec<String> = s
+        .teams()
+        .await
+        .expect("teams")
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["acme", "acme", "zeta"]);
+}
+
 /// A closed store answers `Unavailable`.
 pub async fn close(s: &dyn Store) {
     s.health().await.expect("healthy");
     s.close().await.expect("closed");
     assert!(matches!(s.health().await, Err(StoreError::Unavailable(_))));
     assert!(matches!(s.teams().await, Err(StoreError::Unavailable(_))));
-}
-
-/// Events beyond a webhook's last [`DELIVERY_LOG`] are deleted once finished (delivered or
-/// given up); one still due is kept, however old. `DELIVERY_LOG + 5` events are made, the
-/// oldest fails with a retry due and the rest are delivered. Returns the team and the
-/// webhook: the caller checks that its store holds `DELIVERY_LOG + 1` events of it (its own
-/// tables say; the trait shows only the last [`DELIVERY_LOG`]).
-pub async fn finished_deliveries_are_pruned(s: &dyn Store) -> (String, String) {
-    use crate::store::webhooks::Attempt;
-    let t = team(s, "t", Plan::Enterprise).await;
-    let hook = crate::webhooks::register(
-        "https://hooks.example.com/in",
-        Some(&["caps.changed".to_string()]),
-        None,
-        false,
-        now(),
-    )
-    .expect("a webhook");
-    assert!(
-        s.add_webhook(&t, hook.clone(), "-", now())
-            .await
-            .expect("added")
-    );
-    let made = DELIVERY_LOG + 5;
-    for cap in 0..made {
-        s.change_cap(&t, &CapScope::Team, CapAction::Set(cap as i64), "k", now())
-            .await
-            .expect("set");
-    }
-    let lease = Timestamp(now().0 + 15_000_000);
-    let due = s.claim(&t, now(), lease, made + 1).await.expect("claimed");
-    assert_eq!(due.len(), made);
-    let retry = Timestamp(now().0 + 60_000_000);
-    for (i, o) in due.iter().enumerate() {
-        let attempt = Attempt {
-            claimed: o.lease,
-            status: Some(if i == 0 { 500 } else { 200 }),
-            error: (i == 0).then(|| "status 500".to_string()),
-            next: (i == 0).then_some(retry),
-        };
-        s.attempted(&t, &hook.id, &o.event_id, &attempt, now())
-            .await
-            .expect("recorded");
-    }
-    // The log still shows the last DELIVERY_LOG, newest first, every one delivered.
-    let log = s.deliveries(&t, &hook.id).await.expect("read");
-    let ids: Vec<&str> = log.iter().map(|d| d.event_id.as_str()).collect();
-    let newest: Vec<&str> = due
-        .iter()
-        .rev()
-        .take(DELIVERY_LOG)
-        .map(|o| o.event_id.as_str())
-        .collect();
-    assert_eq!(ids, newest);
-    assert!(log.iter().all(|d| d.delivered == Some(now())));
-    // The failed event is still due at its retry.
-    let again = s
-        .claim(&t, retry, Timestamp(retry.0 + 15_000_000), 10)
-        .await
-        .expect("claimed");
-    assert_eq!(
-        again
-            .iter()
-            .map(|o| o.event_id.as_str())
-            .collect::<Vec<_>>(),
-        [due[0].event_id.as_str()]
-    );
-    (t, hook.id)
 }
 
 /// Runs every check, each on a fresh store from `fresh`.
@@ -679,5 +659,6 @@ where
     caps(fresh().await.as_ref()).await;
     billing(fresh().await.as_ref()).await;
     long_identities(fresh().await.as_ref()).await;
+    team_names(fresh().await.as_ref()).await;
     close(fresh().await.as_ref()).await;
 }

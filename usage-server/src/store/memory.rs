@@ -246,13 +246,21 @@ impl MemoryStore {
 #[async_trait]
 impl TeamStore for MemoryStore {
     async fn create_team(&self, team: NewTeam, by: &str, now: Timestamp) -> StoreResult<Team> {
+        let mut m = self.meta()?;
+        if team.unique_name
+            && let Some(t) = m.teams.iter().find(|t| t.name == team.name)
+        {
+            return Err(StoreError::NameTaken {
+                name: team.name,
+                id: t.id.clone(),
+            });
+        }
         let id = crate::auth::new_id("team");
         let t = Team {
             id: id.clone(),
             name: team.name,
             created: now,
         };
-        let mut m = self.meta()?;
         m.teams.push(t.clone());
         let b = Billing::new(team.plan, team.seats, team.credits_per_seat, now);
         m.append_audit(&id, by, now, Change::team_created(&id, &t.name, &b));
@@ -675,7 +683,8 @@ mod tests {
     #[tokio::test]
     async fn finished_deliveries_are_pruned() {
         let s = super::MemoryStore::new();
-        let (team, id) = super::super::conformance::finished_deliveries_are_pruned(&s).await;
+        let (team, id) =
+            super::super::conformance::webhooks::finished_deliveries_are_pruned(&s).await;
         let m = s.meta().unwrap();
         let held = m
             .outbox

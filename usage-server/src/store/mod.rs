@@ -59,6 +59,14 @@ pub enum StoreError {
     /// No key has this id.
     #[error("no key has the id `{0}`")]
     UnknownKey(String),
+    /// A team of this name exists already (a creation with [`NewTeam::unique_name`]).
+    #[error("a team named `{name}` exists already ({id})")]
+    NameTaken {
+        /// The name.
+        name: String,
+        /// The existing team's id (the oldest, when several have the name).
+        id: String,
+    },
     /// The records break a rule that needs the stored data (section 8: unique `api_key`
     /// and `group_name`).
     #[error("{} invalid records", .0.total())]
@@ -93,6 +101,9 @@ pub struct NewTeam {
     pub seats: i64,
     /// Prompt credits per seat.
     pub credits_per_seat: i64,
+    /// Refuse the team ([`StoreError::NameTaken`]) when a team of this name exists,
+    /// checked in the creating transaction (two creations of one name at once make one).
+    pub unique_name: bool,
 }
 
 /// A stored service key: never the key itself, only its SHA-256.

@@ -15,6 +15,28 @@ impl TeamStore for PgStore {
     async fn create_team(&self, team: NewTeam, by: &str, now: Timestamp) -> StoreResult<Team> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(pg_err)?;
+        if team.unique_name {
+            // One creation of a name at a time; the next sees the first's committed row.
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('team name ' || $1))",
+                &[&team.name],
+            )
+            .await
+            .map_err(pg_err)?;
+            if let Some(r) = tx
+                .query_opt(
+                    "SELECT id FROM teams WHERE name = $1 ORDER BY created, id LIMIT 1",
+                    &[&team.name],
+                )
+                .await
+                .map_err(pg_err)?
+            {
+                return Err(StoreError::NameTaken {
+                    name: team.name,
+                    id: r.get(0),
+                });
+            }
+        }
         let id = crate::auth::new_id("team");
         tx.execute(
             "INSERT INTO teams (id, name, created) VALUES ($1, $2, $3)",

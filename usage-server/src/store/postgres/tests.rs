@@ -121,6 +121,7 @@ pub(crate) async fn new_team(store: &PgStore) -> String {
                 plan: Plan::Enterprise,
                 seats: 1,
                 credits_per_seat: 1,
+                unique_name: false,
             },
             "-",
             Timestamp(0),
@@ -225,7 +226,8 @@ async fn finished_deliveries_are_pruned() {
     for engine in [Engine::Postgres, Engine::Citus] {
         let schema = Schema::on(engine, "prune").await;
         let s = PgStore::open(&schema.url()).await.unwrap();
-        let (team, id) = crate::store::conformance::finished_deliveries_are_pruned(&s).await;
+        let (team, id) =
+            crate::store::conformance::webhooks::finished_deliveries_are_pruned(&s).await;
         let held: i64 = schema
             .client()
             .await
@@ -618,6 +620,7 @@ mod differential {
                             plan: Plan::Enterprise,
                             seats: 1,
                             credits_per_seat: 1,
+                            unique_name: false,
                         },
                         "-",
                         Timestamp(0),

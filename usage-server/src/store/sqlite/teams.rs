@@ -23,6 +23,21 @@ impl TeamStore for SqliteStore {
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(db_err)?;
+                if team.unique_name
+                    && let Some(id) = tx
+                        .query_row(
+                            "SELECT id FROM teams WHERE name = ?1 ORDER BY created, id LIMIT 1",
+                            params![team.name],
+                            |r| r.get::<_, String>(0),
+                        )
+                        .optional()
+                        .map_err(db_err)?
+                {
+                    return Err(StoreError::NameTaken {
+                        name: team.name,
+                        id,
+                    });
+                }
                 let v = bump(&tx)?;
                 tx.execute(
                     "INSERT INTO teams (id, name, created, seq) VALUES (?1, ?2, ?3, ?4)",

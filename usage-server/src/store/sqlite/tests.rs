@@ -43,7 +43,7 @@ async fn finished_deliveries_are_pruned() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s.db");
     let s = SqliteStore::open(&p).await.unwrap();
-    let (team, id) = super::super::conformance::finished_deliveries_are_pruned(&s).await;
+    let (team, id) = super::super::conformance::webhooks::finished_deliveries_are_pruned(&s).await;
     let held: i64 = rusqlite::Connection::open(&p)
         .unwrap()
         .query_row(
@@ -102,6 +102,7 @@ async fn another_process_sees_writes_after_refresh() {
                 plan: Plan::Enterprise,
                 seats: 1,
                 credits_per_seat: 1,
+                unique_name: false,
             },
             "-",
             Timestamp::now(),
@@ -144,6 +145,7 @@ async fn files_it_creates_are_private() {
             plan: Plan::Enterprise,
             seats: 1,
             credits_per_seat: 500,
+            unique_name: false,
         },
         "-",
         Timestamp::now(),
@@ -183,6 +185,7 @@ async fn reads_never_wait_behind_a_write_waiting_for_the_lock() {
                 plan: Plan::Enterprise,
                 seats: 2,
                 credits_per_seat: 10,
+                unique_name: false,
             },
             "-",
             Timestamp::now(),

@@ -103,6 +103,7 @@ async fn new_team(store: &dyn Store) -> String {
         plan: Plan::Enterprise,
         seats: 1,
         credits_per_seat: 1,
+        unique_name: false,
     };
     store.create_team(team, "-", Timestamp(0)).await.unwrap().id
 }
