@@ -348,14 +348,18 @@ pub(super) async fn run(store: &dyn Store, args: ImportArgs) -> Result<Value, Fa
             );
             let mut summary = json!({"kind": kind.name, "records": n});
             if std::ptr::eq(kind, &records::USERS) {
+                // Only when there is something to report: a clean import answers the
+                // contract's `{"kind", "records"}` exactly (section 10).
                 let unknown = unknown_groups(store, &args.team, &r).await?;
                 if unknown["memberships"].as_u64() != Some(0) {
                     eprintln!(
                         "{} memberships name groups team {} does not have (e.g. {}): they count once the groups are imported",
                         unknown["memberships"], args.team, unknown["examples"]
                     );
+                    summary["unknown_groups"] = unknown;
+                } else if unknown.get("unchecked").is_some() {
+                    summary["unknown_groups"] = unknown;
                 }
-                summary["unknown_groups"] = unknown;
             }
             Ok(summary)
         }
